@@ -1,0 +1,36 @@
+"""The CLI's HTTP client for the gateway: one error path, readable messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+class ClientError(Exception):
+    """A request the CLI could not complete; the message is for the user."""
+
+
+class GatewayClient:
+    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url
+        self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, f"/api/v1{path}", **kwargs)
+        except httpx.ConnectError:
+            raise ClientError(
+                f"cannot reach Mnemo at {self.base_url}; start it with `uv run mnemo up` (or set MNEMO_URL)"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ClientError(f"request to {self.base_url} failed: {exc}") from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code >= 400:
+            error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
+            message = error.get("message") or response.text[:500] or response.reason_phrase
+            raise ClientError(f"{error.get('code', response.status_code)}: {message}")
+        return body

@@ -1,0 +1,263 @@
+"""The `mnemo` command: run Mnemo and talk to it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemo_platform import load
+from mnemo_platform.config import ClientSettings, GatewaySettings
+
+from mnemo_cli.client import ClientError, GatewayClient
+
+KINDS = ["note", "decision", "lesson", "session", "import"]
+
+
+def _workspace_ref(value: str | None) -> str | None:
+    """Paths are made absolute here: the server cannot know this shell's directory."""
+    if not value:
+        return None
+    if value.startswith(("~", ".", "/")):
+        return str(Path(value).expanduser().resolve())
+    return value
+
+
+def _client() -> GatewayClient:
+    settings = load(ClientSettings)
+    return GatewayClient(settings.resolved_url(load(GatewaySettings)))
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from mnemo_cli.up import run_up
+
+    return run_up()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.service == "ingest":
+        from mnemo_ingest.main import main as serve
+    elif args.service == "search":
+        from mnemo_search.main import main as serve
+    else:
+        from mnemo_gateway.main import main as serve
+    serve()
+    return 0
+
+
+# -- talking to a running Mnemo --------------------------------------------------------------
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    content = args.content if args.content not in (None, "-") else sys.stdin.read()
+    body: dict[str, Any] = {
+        "content": content,
+        "title": args.title,
+        "kind": args.kind,
+        "tags": args.tag or [],
+        "source_uri": args.source_uri,
+        "workspace": _workspace_ref(args.workspace),
+    }
+    result = _client().request("POST", "/memories", json=body)
+    if args.json:
+        _print_json(result)
+    else:
+        memory = result["memory"]
+        print(f"{result['outcome']}: {memory['id']} (version {memory['version']}) in {memory['workspace_id']}")
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    content = args.content if args.content not in (None, "-") else sys.stdin.read()
+    body: dict[str, Any] = {"content": content, "workspace": _workspace_ref(args.workspace)}
+    if args.title is not None:
+        body["title"] = args.title
+    result = _client().request("PATCH", f"/memories/{args.id}", json=body)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{result['outcome']}: {result['memory']['id']} now at version {result['memory']['version']}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    body = {
+        "query": " ".join(args.query),
+        "mode": args.mode,
+        "limit": args.limit,
+        "kinds": args.kind or [],
+        "tags": args.tag or [],
+        "explain": args.explain,
+        "workspace": _workspace_ref(args.workspace),
+    }
+    result = _client().request("POST", "/search", json=body)
+    if args.json:
+        _print_json(result)
+        return 0
+    for line in result["degraded"]:
+        print(f"(degraded) {line}", file=sys.stderr)
+    if not result["results"]:
+        print("no matches")
+    for i, hit in enumerate(result["results"], 1):
+        print(f"{i:>2}. {hit['title']}  {hit['label']}  score {hit['score']:.4f}")
+        print(f"    id {hit['id']}")
+        snippet = " ".join(hit["snippet"].split())
+        if snippet:
+            print(f"    {snippet}")
+        if args.explain:
+            print(f"    {json.dumps(hit['explanation'])}")
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    params = {"workspace": _workspace_ref(args.workspace)} if args.workspace else None
+    memory = _client().request("GET", f"/memories/{args.id}", params=params)
+    if args.json:
+        _print_json(memory)
+    else:
+        print(f"{memory['title']}  {memory['label']}")
+        print(f"id {memory['id']} · version {memory['version']} · workspace {memory['workspace_id']}")
+        if memory["tags"]:
+            print("tags: " + ", ".join(memory["tags"]))
+        print()
+        print(memory["content"])
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    params = {"workspace": _workspace_ref(args.workspace)} if args.workspace else None
+    status = _client().request("GET", "/status", params=params)
+    if args.json:
+        _print_json(status)
+        return 0
+    scope = f" in {status['workspace']['name']}" if "workspace" in status else ""
+    print(f"memories{scope}: {status['memories']}")
+    print(
+        f"chunks: {status['chunks_embedded']} embedded, {status['chunks_pending']} pending, "
+        f"{status['chunks_failed']} failed"
+    )
+    model = f"{status['embedding_model']} ({status['embedding_dimension']} dims)"
+    print(f"embedding model: {model}, {status['embedder_state']}")
+    if status.get("last_error"):
+        print(f"last embedding error: {status['last_error']}")
+    return 0
+
+
+def cmd_workspace_add(args: argparse.Namespace) -> int:
+    path = "" if (args.name and args.path is None) else str(Path(args.path or ".").expanduser().resolve())
+    result = _client().request("POST", "/workspaces", json={"path": path, "name": args.name or ""})
+    ws = result["workspace"]
+    verb = "registered" if result["created"] else "already registered"
+    print(f"{verb}: {ws['name']} (id {ws['id']}){' at ' + ws['root_path'] if ws['root_path'] else ''}")
+    return 0
+
+
+def cmd_workspace_list(args: argparse.Namespace) -> int:
+    result = _client().request("GET", "/workspaces")
+    if args.json:
+        _print_json(result)
+        return 0
+    for ws in result["workspaces"]:
+        print(f"{ws['id']:<14} {ws['name']:<24} {ws['root_path']}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "bench" / "locomo.py").exists():
+        print("mnemo bench: the benchmarks live in a source checkout (bench/)", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(root))
+    from bench.locomo import main as locomo_main
+
+    return locomo_main(args.bench_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mnemo", description="Long-term memory for AI coding agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run everything: embedded PostgreSQL, ingest, search, gateway")
+    up.set_defaults(func=cmd_up)
+    serve = sub.add_parser("serve", help="run one service alone (what Kubernetes runs)")
+    serve.add_argument("service", choices=["ingest", "search", "gateway"])
+    serve.set_defaults(func=cmd_serve)
+
+    def with_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--workspace", "-w", help="workspace id, name or path (default: the server's default)")
+        p.add_argument("--json", action="store_true", help="print the raw JSON response")
+        return p
+
+    write = with_common(sub.add_parser("write", help="write a memory (content from the argument or stdin)"))
+    write.add_argument("content", nargs="?", help="the text; `-` or nothing reads stdin")
+    write.add_argument("--title", default="")
+    write.add_argument("--kind", choices=KINDS, default="note")
+    write.add_argument("--tag", action="append", help="a tag (repeatable)")
+    write.add_argument("--source-uri", default="")
+    write.set_defaults(func=cmd_write)
+
+    update = with_common(sub.add_parser("update", help="store a new version of a memory"))
+    update.add_argument("id")
+    update.add_argument("content", nargs="?", help="the new text; `-` or nothing reads stdin")
+    update.add_argument("--title")
+    update.set_defaults(func=cmd_update)
+
+    search = with_common(sub.add_parser("search", help="search memories"))
+    search.add_argument("query", nargs="+")
+    search.add_argument("--mode", choices=["hybrid", "lexical", "semantic"], default="hybrid")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--kind", action="append", choices=KINDS)
+    search.add_argument("--tag", action="append")
+    search.add_argument("--explain", action="store_true", help="show per-leg ranks and scores")
+    search.set_defaults(func=cmd_search)
+
+    get = with_common(sub.add_parser("get", help="show one memory in full"))
+    get.add_argument("id")
+    get.set_defaults(func=cmd_get)
+
+    status = with_common(sub.add_parser("status", help="counts, embedding queue, embedder state"))
+    status.set_defaults(func=cmd_status)
+
+    workspace = sub.add_parser("workspace", help="register and list workspaces")
+    ws_sub = workspace.add_subparsers(dest="workspace_command", required=True)
+    ws_add = ws_sub.add_parser("add", help="register a project directory (or a named scope with --name)")
+    ws_add.add_argument("path", nargs="?", help="project root (default: the current directory)")
+    ws_add.add_argument("--name", help="display name; alone, registers a named scope without a path")
+    ws_add.set_defaults(func=cmd_workspace_add)
+    ws_list = ws_sub.add_parser("list", help="list workspaces")
+    ws_list.add_argument("--json", action="store_true")
+    ws_list.set_defaults(func=cmd_workspace_list)
+
+    bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
+    bench.add_argument("benchmark", choices=["locomo"])
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.func(args)
+    except ClientError as exc:
+        print(f"mnemo: {exc}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,35 @@
+"""`mnemo up`: everything on embedded defaults, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from mnemo_platform import Component
+from mnemo_platform.process import run_process
+
+from mnemo_cli.stack import Stack, StackConfig
+
+
+def announce(components: Sequence[Component]) -> None:
+    stack = components[0]
+    assert isinstance(stack, Stack)
+    base = stack.base_url
+    where = "embedded PostgreSQL in " + str(stack.postgres.data_dir) if stack.postgres else "MNEMO_DATABASE_URL"
+    print(
+        f"""
+Mnemo is ready ({where}).
+  MCP:  {base}/mcp
+  REST: {base}/api/v1   (OpenAPI: {base}/api/v1/openapi.json)
+
+Connect an agent to this project's memory, e.g. Claude Code:
+  claude mcp add --transport http mnemo "{base}/mcp?workspace=$(pwd)"
+The embedding model loads in the background; lexical search works at once.
+Stop with Ctrl-C.
+""",
+        flush=True,
+    )
+
+
+def run_up() -> int:
+    return run_process("up", lambda: [Stack(StackConfig.from_env(os.environ))], on_ready=announce)

@@ -1,0 +1,104 @@
+"""An embedder for any OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI)."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+import numpy as np
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from mnemo_embed.base import EmbedderUnavailable, Readiness
+
+log = structlog.get_logger("mnemo.embed")
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.TransportError):
+        return True
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code == 429 or exc.response.status_code >= 500
+    return False
+
+
+class OpenAIEmbedder:
+    """POSTs batches to `<url>/embeddings`; vectors are normalised to unit length."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        dimension: int,
+        max_tokens: int = 512,
+        api_key: str = "",
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.dimension = dimension
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout_s)
+        self._readiness = Readiness()
+
+    def count_tokens(self, text: str) -> int:
+        # Without the remote tokenizer, over-estimate: BPE tokenizers average ~4 bytes a token
+        # on English, so bytes/3 keeps chunks inside the window rather than truncated.
+        return math.ceil(len(text.encode("utf-8")) / 3)
+
+    def start(self) -> None:
+        # Nothing to load locally; reachability is checked by each call and reported per call.
+        if self._readiness.begin():
+            self._readiness.done()
+
+    @property
+    def state(self) -> str:
+        return self._readiness.state
+
+    async def wait_ready(self) -> None:
+        await self._readiness.wait()
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        self._readiness.check()
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_delay(self.timeout_s),
+                wait=wait_random_exponential(multiplier=0.2, max=2),
+                retry=retry_if_exception(_retryable),
+                reraise=True,
+            ):
+                with attempt:
+                    response = await self._client.post("/embeddings", json={"model": self.model, "input": texts})
+                    response.raise_for_status()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EmbedderUnavailable(f"embedding endpoint {self.url}: {exc}") from exc
+        return self._parse(response, len(texts))
+
+    def _parse(self, response: httpx.Response, expected: int) -> list[np.ndarray]:
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = [np.asarray(item["embedding"], dtype=np.float32) for item in data]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbedderUnavailable(f"embedding endpoint {self.url} answered malformed JSON: {exc}") from exc
+        if len(vectors) != expected:
+            raise EmbedderUnavailable(f"embedding endpoint returned {len(vectors)} vectors for {expected} texts")
+        out = []
+        for vector in vectors:
+            if vector.shape != (self.dimension,):
+                raise EmbedderUnavailable(
+                    f"embedding endpoint returned {vector.shape[0]} dimensions; "
+                    f"MNEMO_EMBED_DIMENSION is {self.dimension}"
+                )
+            norm = float(np.linalg.norm(vector))
+            out.append(vector / norm if norm else vector)
+        return out
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,69 @@
+"""Client channels: one per downstream, deadlines on every call, retries for idempotent calls."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+from mnemo_platform.context import current_call
+
+
+class _CallDefaults(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds the default deadline when a call sets none, and the caller's principal and request id."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[override]
+        metadata = list(client_call_details.metadata or [])
+        present = {key for key, _ in metadata}
+        metadata.extend(item for item in current_call().metadata() if item[0] not in present)
+        details = client_call_details._replace(
+            timeout=client_call_details.timeout if client_call_details.timeout is not None else self.timeout_s,
+            metadata=grpc.aio.Metadata(*metadata),
+        )
+        return await continuation(details, request)
+
+
+def service_config(service: str, idempotent_methods: Sequence[str], timeout_s: float) -> dict[str, Any]:
+    """Retry policy for the idempotent methods only; every method gets the default timeout."""
+    config: dict[str, Any] = {
+        "methodConfig": [
+            {"name": [{"service": service}], "timeout": f"{timeout_s}s"},
+        ],
+        "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
+    }
+    if idempotent_methods:
+        config["methodConfig"].insert(
+            0,
+            {
+                "name": [{"service": service, "method": m} for m in idempotent_methods],
+                "timeout": f"{timeout_s}s",
+                "retryPolicy": {
+                    "maxAttempts": 4,
+                    "initialBackoff": "0.1s",
+                    "maxBackoff": "2s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            },
+        )
+    return config
+
+
+def open_channel(target: str, service: str, idempotent_methods: Sequence[str], timeout_s: float) -> grpc.aio.Channel:
+    """Opens the one channel a process keeps to a downstream service."""
+    return grpc.aio.insecure_channel(
+        target,
+        options=[
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config", json.dumps(service_config(service, idempotent_methods, timeout_s))),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+        ],
+        interceptors=[*aio_client_interceptors(), _CallDefaults(timeout_s)],
+    )

@@ -1,0 +1,301 @@
+"""Every MNEMO_* setting, one frozen dataclass per concern; the README's table is built from these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from mnemo_platform.settings import (
+    SettingsError,
+    one_of,
+    parse_bool,
+    parse_non_negative_float,
+    parse_port,
+    parse_positive_float,
+    parse_positive_int,
+    setting,
+)
+
+DEFAULT_HTTP_PORT = 8420
+DEFAULT_INGEST_ADDR = "127.0.0.1:50051"
+DEFAULT_SEARCH_ADDR = "127.0.0.1:50052"
+DEFAULT_GATEWAY_GRPC_ADDR = "127.0.0.1:50053"
+
+
+def default_data_dir() -> str:
+    return platformdirs.user_data_dir("mnemo", appauthor=False)
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Where PostgreSQL is and how many connections each service keeps."""
+
+    url: str = setting(
+        "MNEMO_DATABASE_URL",
+        "",
+        "PostgreSQL (>= 15, with pgvector) to use. Empty: start the embedded PostgreSQL in `MNEMO_DATA_DIR`.",
+        shown_default="(empty: embedded)",
+    )
+    data_dir: str = setting(
+        "MNEMO_DATA_DIR",
+        "",
+        "Directory for the embedded PostgreSQL and other local state.",
+        shown_default="platform user data dir, e.g. `~/.local/share/mnemo`",
+    )
+    pool_min: int = setting("MNEMO_DB_POOL_MIN", 1, "Connections each service opens at start.", parse_positive_int)
+    pool_max: int = setting("MNEMO_DB_POOL_MAX", 10, "Most connections each service holds.", parse_positive_int)
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        return Path(self.data_dir or default_data_dir()).expanduser()
+
+    def validate(self) -> None:
+        if self.pool_min > self.pool_max:
+            raise SettingsError(
+                f"invalid configuration: MNEMO_DB_POOL_MIN ({self.pool_min}) exceeds "
+                f"MNEMO_DB_POOL_MAX ({self.pool_max})"
+            )
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """Which embedding model turns text into vectors."""
+
+    embedder: str = setting(
+        "MNEMO_EMBEDDER",
+        "local",
+        "`local` (bundled all-MiniLM-L6-v2 via sentence-transformers, offline), `openai` (any "
+        "OpenAI-compatible `/v1/embeddings` endpoint) or `hash` (deterministic, meaningless; tests).",
+        one_of("local", "openai", "hash"),
+    )
+    model: str = setting(
+        "MNEMO_EMBED_MODEL",
+        "",
+        "Model name sent to the `openai` endpoint; for `local`, a sentence-transformers model "
+        "directory (empty: the bundled model).",
+        shown_default="(bundled all-MiniLM-L6-v2)",
+    )
+    url: str = setting(
+        "MNEMO_EMBED_URL",
+        "",
+        "Base URL of the OpenAI-compatible API (e.g. `http://localhost:11434/v1`); required for `openai`.",
+    )
+    api_key: str = setting("MNEMO_EMBED_API_KEY", "", "Bearer token for the `openai` endpoint, if it needs one.")
+    dimension: int = setting(
+        "MNEMO_EMBED_DIMENSION",
+        0,
+        "Vector dimension of the `openai` model (required for `openai`; `hash` defaults to 64).",
+        int,
+    )
+    max_tokens: int = setting(
+        "MNEMO_EMBED_MAX_TOKENS",
+        512,
+        "Context window of the `openai` model, in tokens; notes are chunked to fit it.",
+        parse_positive_int,
+    )
+    batch_size: int = setting("MNEMO_EMBED_BATCH_SIZE", 32, "Chunks embedded per batch.", parse_positive_int)
+    timeout_s: float = setting(
+        "MNEMO_EMBED_TIMEOUT_S", 30.0, "Timeout of one `openai` embedding request.", parse_positive_float
+    )
+
+    def validate(self) -> None:
+        problems = []
+        if self.embedder == "openai":
+            if not self.url:
+                problems.append("MNEMO_EMBED_URL is required when MNEMO_EMBEDDER=openai")
+            if not self.model:
+                problems.append("MNEMO_EMBED_MODEL is required when MNEMO_EMBEDDER=openai")
+            if self.dimension <= 0:
+                problems.append("MNEMO_EMBED_DIMENSION is required when MNEMO_EMBEDDER=openai")
+        if self.dimension < 0:
+            problems.append(f"MNEMO_EMBED_DIMENSION must not be negative, got {self.dimension}")
+        if problems:
+            raise SettingsError("invalid configuration: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """Limits on writes and the embedding queue's workers."""
+
+    max_content_bytes: int = setting(
+        "MNEMO_MAX_CONTENT_BYTES", 1_048_576, "Largest note content accepted, in UTF-8 bytes.", parse_positive_int
+    )
+    embed_workers: int = setting(
+        "MNEMO_EMBED_WORKERS", 1, "Embedding worker tasks per ingest process.", parse_positive_int
+    )
+    embed_rescan_s: float = setting(
+        "MNEMO_EMBED_RESCAN_S",
+        10.0,
+        "Seconds between rescans of the queue for chunks a NOTIFY did not announce.",
+        parse_positive_float,
+    )
+    embed_max_attempts: int = setting(
+        "MNEMO_EMBED_MAX_ATTEMPTS", 5, "Attempts before a chunk is marked `failed`.", parse_positive_int
+    )
+    embed_backoff_s: float = setting(
+        "MNEMO_EMBED_BACKOFF_S",
+        2.0,
+        "First retry delay of a failed chunk; doubles with each attempt.",
+        parse_positive_float,
+    )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Ranking and limits of the read path."""
+
+    default_limit: int = setting(
+        "MNEMO_SEARCH_DEFAULT_LIMIT", 10, "Results when a search names no limit.", parse_positive_int
+    )
+    max_limit: int = setting(
+        "MNEMO_SEARCH_MAX_LIMIT", 100, "Most results one search or list page returns.", parse_positive_int
+    )
+    candidates: int = setting(
+        "MNEMO_SEARCH_CANDIDATES", 50, "Candidates each leg contributes to fusion.", parse_positive_int
+    )
+    lexical_match_cap: int = setting(
+        "MNEMO_LEXICAL_MATCH_CAP",
+        5000,
+        "Most full-text matches ranked per query (ranking cost grows with matches, not with the limit).",
+        parse_positive_int,
+    )
+    rrf_k: float = setting("MNEMO_RRF_K", 60.0, "Reciprocal-rank-fusion constant k.", parse_positive_float)
+    lexical_weight: float = setting(
+        "MNEMO_LEXICAL_WEIGHT", 1.0, "Weight of the lexical leg in fusion.", parse_non_negative_float
+    )
+    semantic_weight: float = setting(
+        "MNEMO_SEMANTIC_WEIGHT", 1.0, "Weight of the semantic leg in fusion.", parse_non_negative_float
+    )
+    recency_half_life_days: float = setting(
+        "MNEMO_RECENCY_HALF_LIFE_DAYS",
+        30.0,
+        "Age at which the recency part of the score halves.",
+        parse_positive_float,
+    )
+    recency_weight: float = setting(
+        "MNEMO_RECENCY_WEIGHT",
+        0.2,
+        "Share of the score subject to recency decay (0 = no decay, 1 = all of it).",
+        parse_non_negative_float,
+    )
+    hnsw_ef_search: int = setting(
+        "MNEMO_HNSW_EF_SEARCH", 200, "pgvector `hnsw.ef_search` for the semantic leg.", parse_positive_int
+    )
+    query_timeout_s: float = setting(
+        "MNEMO_SEARCH_LEG_TIMEOUT_S",
+        5.0,
+        "A leg that takes longer is abandoned and reported in `degraded`.",
+        parse_positive_float,
+    )
+
+    def validate(self) -> None:
+        if self.default_limit > self.max_limit:
+            raise SettingsError("invalid configuration: MNEMO_SEARCH_DEFAULT_LIMIT exceeds MNEMO_SEARCH_MAX_LIMIT")
+        if self.recency_weight > 1:
+            raise SettingsError("invalid configuration: MNEMO_RECENCY_WEIGHT must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class ServiceAddresses:
+    """Where each gRPC service listens (when run alone) and where clients reach it."""
+
+    grpc_host: str = setting(
+        "MNEMO_GRPC_HOST",
+        "127.0.0.1",
+        "Interface a service started by `mnemo serve` binds its gRPC port on (`0.0.0.0` in a pod).",
+    )
+    ingest: str = setting(
+        "MNEMO_INGEST_ADDR",
+        DEFAULT_INGEST_ADDR,
+        "host:port of the ingest service. Under `mnemo up`, unset means any free loopback port.",
+    )
+    search: str = setting(
+        "MNEMO_SEARCH_ADDR",
+        DEFAULT_SEARCH_ADDR,
+        "host:port of the search service. Under `mnemo up`, unset means any free loopback port.",
+    )
+    gateway_grpc: str = setting(
+        "MNEMO_GATEWAY_GRPC_ADDR",
+        DEFAULT_GATEWAY_GRPC_ADDR,
+        "host:port of the gateway's gRPC health endpoint. Under `mnemo up`, unset means any free port.",
+    )
+    grace_s: float = setting(
+        "MNEMO_GRPC_GRACE_S",
+        5.0,
+        "Grace period for in-flight RPCs on SIGTERM before the server stops.",
+        parse_non_negative_float,
+    )
+    call_timeout_s: float = setting(
+        "MNEMO_GRPC_TIMEOUT_S", 15.0, "Deadline of every gRPC call between services.", parse_positive_float
+    )
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """The public HTTP surface: MCP, REST and the CLI's endpoint."""
+
+    host: str = setting("MNEMO_HTTP_HOST", "127.0.0.1", "Interface the gateway's HTTP server binds.")
+    port: int = setting(
+        "MNEMO_HTTP_PORT", DEFAULT_HTTP_PORT, "Port of the gateway's HTTP server; `0` picks a free port.", parse_port
+    )
+    default_workspace: str = setting(
+        "MNEMO_DEFAULT_WORKSPACE",
+        "default",
+        "Workspace used when a request names none; registered on first use.",
+    )
+    max_body_bytes: int = setting(
+        "MNEMO_HTTP_MAX_BODY_BYTES",
+        4 * 1_048_576,
+        "Largest MCP or REST request body accepted.",
+        parse_positive_int,
+    )
+    allowed_hosts: str = setting(
+        "MNEMO_HTTP_ALLOWED_HOSTS",
+        "",
+        "Comma-separated extra `Host` values accepted on `/mcp` (loopback is always allowed).",
+    )
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How the `mnemo` CLI reaches the gateway."""
+
+    url: str = setting(
+        "MNEMO_URL",
+        "",
+        "Gateway base URL for CLI commands.",
+        shown_default="`http://127.0.0.1:$MNEMO_HTTP_PORT`",
+    )
+
+    def resolved_url(self, gateway: GatewaySettings) -> str:
+        return (self.url or f"http://127.0.0.1:{gateway.port}").rstrip("/")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """How services log."""
+
+    level: str = setting("MNEMO_LOG_LEVEL", "info", "Log level.", one_of("debug", "info", "warning", "error"))
+    format: str = setting(
+        "MNEMO_LOG_FORMAT",
+        "auto",
+        "`json`, `console`, or `auto` (console on a terminal, JSON otherwise).",
+        one_of("auto", "json", "console"),
+    )
+    trace_sql: bool = setting(
+        "MNEMO_TRACE_SQL", True, "Record a span per SQL statement (never with its parameters).", parse_bool
+    )
+
+
+ALL_SETTINGS: tuple[type, ...] = (
+    DatabaseSettings,
+    EmbeddingSettings,
+    IngestSettings,
+    SearchSettings,
+    ServiceAddresses,
+    GatewaySettings,
+    ClientSettings,
+    LogSettings,
+)

@@ -1,0 +1,38 @@
+"""Proto enum values <-> the short lower-case labels used in SQL, JSON and the CLI ("note")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mnemo_platform.errors import InvalidArgument
+
+
+def _prefix(enum: Any) -> str:
+    # Every Mnemo enum's zero value is <PREFIX>UNSPECIFIED (buf STANDARD style).
+    return enum.Name(0).removesuffix("UNSPECIFIED")
+
+
+def enum_label(enum: Any, value: int) -> str:
+    """MEMORY_KIND_NOTE -> "note"; the zero value -> ""."""
+    if value == 0:
+        return ""
+    return enum.Name(value).removeprefix(_prefix(enum)).lower()
+
+
+def enum_labels(enum: Any) -> list[str]:
+    """Every label of an enum but the zero value, in declaration order."""
+    return [enum_label(enum, v) for v in enum.values() if v != 0]
+
+
+def enum_value(enum: Any, label: str, field: str) -> int:
+    """ "note" -> MEMORY_KIND_NOTE; "" -> 0; anything else is a clear INVALID_ARGUMENT."""
+    if not label:
+        return 0
+    name = _prefix(enum) + label.strip().upper().replace("-", "_")
+    try:
+        value = enum.Value(name)
+    except ValueError:
+        value = 0
+    if value == 0:
+        raise InvalidArgument(f"{field} must be one of {', '.join(enum_labels(enum))}; got {label!r}")
+    return value

@@ -1,0 +1,216 @@
+"""A grpc.aio server with health, reflection, tracing, one log line per RPC and error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+
+from mnemo_platform.context import call_from_metadata, reset_call, set_call
+from mnemo_platform.errors import MnemoError
+
+log = structlog.get_logger("mnemo.grpc")
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def _wrap_unary(interceptor: Callable[[Handler, str], Handler]) -> type[grpc.aio.ServerInterceptor]:
+    """Builds a server interceptor that wraps every unary-unary handler with `interceptor`."""
+
+    class _Interceptor(grpc.aio.ServerInterceptor):
+        async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+            handler = await continuation(handler_call_details)
+            if handler is None or handler.unary_unary is None:
+                return handler
+            return handler._replace(unary_unary=interceptor(handler.unary_unary, handler_call_details.method))
+
+    return _Interceptor
+
+
+def _request_log(inner: Handler, method: str) -> Handler:
+    """One canonical log line per RPC with its status code and duration."""
+
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        call = call_from_metadata(context.invocation_metadata())
+        token = set_call(call)
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            with structlog.contextvars.bound_contextvars(request_id=call.request_id, principal=call.principal):
+                try:
+                    return await inner(request, context)
+                except grpc.aio.AbortError:
+                    code = context.code() or grpc.StatusCode.UNKNOWN
+                    raise
+                except asyncio.CancelledError:
+                    code = grpc.StatusCode.CANCELLED
+                    raise
+                except BaseException:
+                    code = grpc.StatusCode.UNKNOWN
+                    raise
+                finally:
+                    log.info(
+                        "rpc_completed",
+                        method=method,
+                        code=code.name if isinstance(code, grpc.StatusCode) else str(code),
+                        duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                    )
+        finally:
+            reset_call(token)
+
+    return handle
+
+
+def _error_mapping(inner: Handler, method: str) -> Handler:
+    """Domain errors become their status code; anything unanticipated becomes INTERNAL."""
+
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await inner(request, context)
+        except grpc.aio.AbortError:
+            raise
+        except MnemoError as exc:
+            await context.abort(exc.code, exc.message)
+        except Exception:
+            log.exception("rpc_failed", method=method)
+            await context.abort(
+                grpc.StatusCode.INTERNAL,
+                "internal error in Mnemo; the server log has the details",
+            )
+
+    return handle
+
+
+RequestLogInterceptor = _wrap_unary(_request_log)
+ErrorMappingInterceptor = _wrap_unary(_error_mapping)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A servicer and the generated function that adds it to a server."""
+
+    add_to_server: Callable[[Any, grpc.aio.Server], None]
+    servicer: Any
+    service_name: str
+
+
+class GrpcServer:
+    """Owns one grpc.aio server: start binds and marks SERVING, stop drains and marks NOT_SERVING."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        registrations: Sequence[Registration],
+        grace_s: float,
+        max_connection_age_ms: int = 300_000,
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.registrations = list(registrations)
+        self.grace_s = grace_s
+        self.max_connection_age_ms = max_connection_age_ms
+        self.health = HealthServicer()
+        self.port: int = 0
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def target(self) -> str:
+        """host:port clients can dial (the bound port, even when 0 was asked for)."""
+        host = self.address.rsplit(":", 1)[0]
+        if host in {"0.0.0.0", "[::]", ""}:
+            host = "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        server = grpc.aio.server(
+            interceptors=[
+                aio_server_interceptor(filter_=filters.negate(filters.health_check())),
+                RequestLogInterceptor(),
+                ErrorMappingInterceptor(),
+            ],
+            options=[
+                # Without this a second process could bind the same port and steal half the calls.
+                ("grpc.so_reuseport", 0),
+                # Behind a Kubernetes ClusterIP connections, not calls, are balanced: recycle them.
+                ("grpc.max_connection_age_ms", self.max_connection_age_ms),
+                ("grpc.max_connection_age_grace_ms", 30_000),
+                ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            ],
+        )
+        names = []
+        for reg in self.registrations:
+            reg.add_to_server(reg.servicer, server)
+            names.append(reg.service_name)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+            server,
+        )
+        try:
+            self.port = server.add_insecure_port(self.address)
+        except RuntimeError as exc:
+            raise OSError(f"{self.name}: cannot listen on {self.address}: {exc}") from exc
+        await server.start()
+        self._server = server
+        for service in [*names, ""]:
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("grpc_server_started", service=self.name, address=self.target)
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        # Readiness first, so load balancers stop sending new calls, then drain in-flight ones.
+        await self.health.enter_graceful_shutdown()
+        await self._server.stop(self.grace_s)
+        self._server = None
+        log.info("grpc_server_stopped", service=self.name)
+
+
+class GrpcApp:
+    """A service as a runnable component: open resources, serve, then close in reverse.
+
+    Subclasses implement `open()` (return the servicers to register) and `close()`.
+    """
+
+    name = "service"
+
+    def __init__(self, address: str, grace_s: float) -> None:
+        self.address = address
+        self.grace_s = grace_s
+        self.server: GrpcServer | None = None
+
+    @property
+    def target(self) -> str:
+        """host:port this service can be dialled on once started."""
+        assert self.server is not None, f"{self.name} is not started"
+        return self.server.target
+
+    async def open(self) -> list[Registration]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+    async def start(self) -> None:
+        registrations = await self.open()
+        self.server = GrpcServer(self.name, self.address, registrations, self.grace_s)
+        try:
+            await self.server.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+        await self.close()

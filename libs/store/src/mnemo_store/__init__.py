@@ -1,0 +1,64 @@
+"""Mnemo's PostgreSQL layer: pool, migrations, embedded server, workspaces, predicates, audit."""
+
+from mnemo_store.audit import AuditEvent, append_audit_event, event_hash
+from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool
+from mnemo_store.embedded import EmbeddedPostgres
+from mnemo_store.embedding_space import (
+    EmbeddingSpaceMismatch,
+    ensure_embedding_space,
+    read_embedding_space,
+)
+from mnemo_store.migrations import MigrationError, apply_migrations, load_migrations
+from mnemo_store.predicates import VISIBLE_STATUSES, Params, Scope, build_predicate
+from mnemo_store.rows import (
+    MEMORY_COLUMNS,
+    MEMORY_WITH_CONTENT,
+    from_timestamp,
+    memory_message,
+    parse_memory_id,
+    struct,
+    timestamp,
+    workspace_message,
+)
+from mnemo_store.setup import prepare_database
+from mnemo_store.workspaces import (
+    GLOBAL_WORKSPACE,
+    WorkspaceRow,
+    add_workspace,
+    normalize_root,
+    resolve_workspace,
+)
+
+__all__ = [
+    "GLOBAL_WORKSPACE",
+    "MEMORY_COLUMNS",
+    "MEMORY_WITH_CONTENT",
+    "VISIBLE_STATUSES",
+    "AuditEvent",
+    "EmbeddedPostgres",
+    "EmbeddingSpaceMismatch",
+    "MigrationError",
+    "Params",
+    "Scope",
+    "WorkspaceRow",
+    "add_workspace",
+    "append_audit_event",
+    "apply_migrations",
+    "build_predicate",
+    "check_server_version",
+    "ensure_embedding_space",
+    "event_hash",
+    "from_timestamp",
+    "instrument_asyncpg",
+    "load_migrations",
+    "memory_message",
+    "normalize_root",
+    "open_pool",
+    "parse_memory_id",
+    "prepare_database",
+    "read_embedding_space",
+    "resolve_workspace",
+    "struct",
+    "timestamp",
+    "workspace_message",
+]

@@ -1,0 +1,59 @@
+"""The asyncpg pool every database-backed service opens, with the pgvector and jsonb codecs."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+import structlog
+from mnemo_platform import Unavailable
+from pgvector.asyncpg import register_vector
+
+log = structlog.get_logger("mnemo.store")
+
+_instrumented = False
+
+
+def instrument_asyncpg() -> None:
+    """Records a span per statement, never with its parameters (they hold user content)."""
+    global _instrumented
+    if not _instrumented:
+        from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+
+        AsyncPGInstrumentor(capture_parameters=False).instrument()
+        _instrumented = True
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    # The vector type exists only after migration 0001; a pool opened before it still works for
+    # the migration itself, and is reopened afterwards (see open_pool's caller).
+    if await conn.fetchval("SELECT to_regtype('vector') IS NOT NULL"):
+        await register_vector(conn)
+
+
+async def open_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    """Opens the pool; a database that cannot be reached is UNAVAILABLE with the reason."""
+    try:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            command_timeout=60,
+            server_settings={"application_name": "mnemo"},
+        )
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+    assert pool is not None
+    return pool
+
+
+async def check_server_version(pool: asyncpg.Pool) -> None:
+    """Mnemo needs PostgreSQL 15 or newer (NULLS NOT DISTINCT, MERGE) with pgvector available."""
+    version = await pool.fetchval("SHOW server_version_num")
+    if int(version) < 150000:
+        raise Unavailable(f"PostgreSQL {version} is too old: Mnemo needs 15 or newer")
+    has_vector = await pool.fetchval("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')")
+    if not has_vector:
+        raise Unavailable("the pgvector extension is not available on this PostgreSQL server")

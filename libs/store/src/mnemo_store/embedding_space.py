@@ -1,0 +1,44 @@
+"""The vector column's dimension and model, recorded once and checked at every start."""
+
+from __future__ import annotations
+
+import asyncpg
+import structlog
+from mnemo_platform import FailedPrecondition
+
+from mnemo_store.migrations import MIGRATION_LOCK_KEY
+
+log = structlog.get_logger("mnemo.store")
+
+
+class EmbeddingSpaceMismatch(FailedPrecondition):
+    """The database's vectors come from another model or dimension than the one configured."""
+
+
+async def ensure_embedding_space(conn: asyncpg.Connection, model: str, dimension: int) -> None:
+    """Creates the embedding column and HNSW index on first start; refuses a different model later."""
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+    try:
+        row = await conn.fetchrow("SELECT model, dimension FROM embedding_space")
+        if row is None:
+            async with conn.transaction():
+                await conn.execute(f"ALTER TABLE chunks ADD COLUMN embedding vector({int(dimension)})")
+                await conn.execute("CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)")
+                await conn.execute("INSERT INTO embedding_space (model, dimension) VALUES ($1, $2)", model, dimension)
+            log.info("embedding_space_created", model=model, dimension=dimension)
+            return
+        if row["dimension"] != dimension or row["model"] != model:
+            raise EmbeddingSpaceMismatch(
+                f"this database was built with embedding model {row['model']!r} "
+                f"({row['dimension']} dimensions), but the configured embedder is {model!r} "
+                f"({dimension} dimensions); vectors of different models cannot be compared. "
+                "Configure the original model (MNEMO_EMBEDDER, MNEMO_EMBED_MODEL), "
+                "or use a new database (MNEMO_DATA_DIR or MNEMO_DATABASE_URL)"
+            )
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+
+
+async def read_embedding_space(conn: asyncpg.Connection | asyncpg.Pool) -> tuple[str, int] | None:
+    row = await conn.fetchrow("SELECT model, dimension FROM embedding_space")
+    return (row["model"], row["dimension"]) if row else None

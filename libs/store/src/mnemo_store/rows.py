@@ -1,0 +1,85 @@
+"""Database rows to protobuf messages, and the column lists that produce those rows."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import struct_pb2, timestamp_pb2
+from mnemo.common.v1 import common_pb2
+from mnemo_platform import InvalidArgument
+from mnemo_platform.enums import enum_value
+
+from mnemo_store.workspaces import WorkspaceRow
+
+# Columns of `memories m` that memory_message() reads; add `v.content` for content.
+MEMORY_COLUMNS = """
+    m.id, m.workspace_id, m.kind, m.title, m.tags, m.metadata, m.source_uri, m.status,
+    m.provenance, m.author, m.version, m.content_hash, m.created_at, m.updated_at,
+    (SELECT CASE WHEN bool_or(c.embed_status = 'failed') THEN 'failed'
+                 WHEN bool_or(c.embed_status = 'pending') THEN 'pending'
+                 ELSE 'embedded' END
+       FROM chunks c WHERE c.memory_id = m.id AND c.version = m.version) AS embedding_state
+"""
+# The memory joined to its current version, for reads that need the content (`v.content`).
+MEMORY_WITH_CONTENT = "memories m JOIN memory_versions v ON v.memory_id = m.id AND v.version = m.version"
+
+
+def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def from_timestamp(value: timestamp_pb2.Timestamp, present: bool) -> datetime | None:
+    """A protobuf Timestamp as an aware datetime, or None when the field was not set."""
+    return value.ToDatetime(tzinfo=UTC) if present else None
+
+
+def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    if value:
+        message.update(value)
+    return message
+
+
+def memory_message(row: Any, with_content: bool = False) -> common_pb2.Memory:
+    message = common_pb2.Memory(
+        id=str(row["id"]),
+        workspace_id=row["workspace_id"],
+        kind=enum_value(common_pb2.MemoryKind, row["kind"], "kind"),
+        title=row["title"],
+        content=row["content"] if with_content else "",
+        tags=list(row["tags"]),
+        metadata=struct(row["metadata"]),
+        source_uri=row["source_uri"] or "",
+        status=enum_value(common_pb2.MemoryStatus, row["status"], "status"),
+        provenance=enum_value(common_pb2.Provenance, row["provenance"], "provenance"),
+        author=row["author"],
+        version=row["version"],
+        content_hash=row["content_hash"],
+        created_at=timestamp(row["created_at"]),
+        updated_at=timestamp(row["updated_at"]),
+    )
+    state = row["embedding_state"]
+    if state:
+        message.embedding_state = enum_value(common_pb2.EmbeddingState, state, "embedding_state")
+    return message
+
+
+def workspace_message(row: WorkspaceRow) -> common_pb2.Workspace:
+    return common_pb2.Workspace(
+        id=row.id, name=row.name, root_path=row.root_path or "", created_at=timestamp(row.created_at)
+    )
+
+
+def parse_memory_id(value: str) -> uuid.UUID:
+    """A memory id from a request; anything but a uuid is a clear INVALID_ARGUMENT."""
+    try:
+        return uuid.UUID(value.strip())
+    except (ValueError, AttributeError):
+        shown = value[:60] + ("…" if len(value) > 60 else "")
+        raise InvalidArgument(f"id {shown!r} is not a memory id (a uuid)") from None

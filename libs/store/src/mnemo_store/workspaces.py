@@ -1,0 +1,129 @@
+"""Workspaces: registering them and resolving an id, a name or a path to one."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+from mnemo_platform import InvalidArgument, NotFound
+
+GLOBAL_WORKSPACE = "global"
+_SLUG_INVALID = re.compile(r"[^a-z0-9._-]+")
+_MAX_NAME = 100
+_MAX_PATH = 4096
+
+
+@dataclass(frozen=True)
+class WorkspaceRow:
+    id: str
+    name: str
+    root_path: str | None
+    created_at: datetime
+
+
+_COLUMNS = "id, name, root_path, created_at"
+
+
+def _row(record: asyncpg.Record) -> WorkspaceRow:
+    return WorkspaceRow(record["id"], record["name"], record["root_path"], record["created_at"])
+
+
+def _check_text(value: str, field: str, limit: int) -> str:
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} must not contain NUL bytes")
+    if len(value) > limit:
+        raise InvalidArgument(f"{field} is too long ({len(value)} characters; at most {limit})")
+    return value
+
+
+def normalize_root(path: str) -> str:
+    """An absolute, normalised path without a trailing slash; relative paths are refused."""
+    _check_text(path, "workspace path", _MAX_PATH)
+    if not path.startswith("/"):
+        raise InvalidArgument(
+            f"workspace path {path!r} must be absolute (the server cannot know the caller's directory)"
+        )
+    return posixpath.normpath(path) if path != "/" else "/"
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.startswith(("/", "~", "./", "../")) or ref in {".", ".."}
+
+
+async def resolve_workspace(conn: asyncpg.Connection | asyncpg.Pool, ref: str) -> WorkspaceRow:
+    """The workspace `ref` names: its id, its name, or a path at or under its root (longest wins)."""
+    ref = (ref or "").strip()
+    if not ref:
+        raise InvalidArgument("workspace is required (an id, a name or a registered root path)")
+    _check_text(ref, "workspace", _MAX_PATH)
+    if _looks_like_path(ref):
+        path = normalize_root(ref)
+        record = await conn.fetchrow(
+            f"""
+            SELECT {_COLUMNS} FROM workspaces
+            WHERE root_path IS NOT NULL
+              AND ($1 = root_path OR starts_with($1, CASE WHEN root_path = '/' THEN '/' ELSE root_path || '/' END))
+            ORDER BY length(root_path) DESC
+            LIMIT 1
+            """,
+            path,
+        )
+    else:
+        record = await conn.fetchrow(
+            f"SELECT {_COLUMNS} FROM workspaces WHERE id = $1 OR name = $1 ORDER BY (id = $1) DESC LIMIT 1",
+            ref,
+        )
+    if record is None:
+        raise NotFound(
+            f"workspace {ref!r} is not registered; register it with `mnemo workspace add PATH` "
+            "(or `mnemo workspace add --name NAME`), or POST /api/v1/workspaces"
+        )
+    return _row(record)
+
+
+def _slug(name: str) -> str:
+    slug = _SLUG_INVALID.sub("-", name.strip().lower()).strip("-._")[:64]
+    return slug or "workspace"
+
+
+async def add_workspace(conn: asyncpg.Connection, root_path: str = "", name: str = "") -> tuple[WorkspaceRow, bool]:
+    """Registers a workspace by root path or by name; returns it and whether it was new."""
+    name = _check_text(name.strip(), "workspace name", _MAX_NAME)
+    if root_path:
+        root = normalize_root(root_path)
+        existing = await conn.fetchrow(f"SELECT {_COLUMNS} FROM workspaces WHERE root_path = $1", root)
+        if existing is not None:
+            return _row(existing), False
+        ws_id = hashlib.sha256(root.encode()).hexdigest()[:12]
+        name = name or posixpath.basename(root) or "root"
+    else:
+        if not name:
+            raise InvalidArgument("a workspace needs a root path or a name")
+        existing = await conn.fetchrow(f"SELECT {_COLUMNS} FROM workspaces WHERE name = $1", name)
+        if existing is not None:
+            return _row(existing), False
+        root = None
+        ws_id = _slug(name)
+        if await conn.fetchval("SELECT 1 FROM workspaces WHERE id = $1", ws_id):
+            ws_id = f"{ws_id[:50]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    if await conn.fetchval("SELECT 1 FROM workspaces WHERE name = $1", name):
+        # Two projects called `app` in different places: keep both, tell them apart by id.
+        name = f"{name}-{ws_id[:6]}"
+    record = await conn.fetchrow(
+        f"""
+        INSERT INTO workspaces (id, name, root_path) VALUES ($1, $2, $3)
+        ON CONFLICT DO NOTHING
+        RETURNING {_COLUMNS}
+        """,
+        ws_id,
+        name,
+        root,
+    )
+    if record is None:
+        # Lost a race with an identical registration: theirs is ours.
+        return await resolve_workspace(conn, root or name), False
+    return _row(record), True

@@ -1,0 +1,52 @@
+"""The gateway's one channel to each service, and the call wrapper that turns failures into CallError."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from mnemo.ingest.v1 import ingest_service_pb2_grpc
+from mnemo.search.v1 import search_service_pb2_grpc
+from mnemo_platform import open_channel
+
+from mnemo_gateway.errors import CallError
+
+T = TypeVar("T")
+
+# Reads are idempotent and retried on UNAVAILABLE; of the writes only AddWorkspace is.
+SEARCH_IDEMPOTENT = ["Search", "GetMemory", "ListMemories", "ListWorkspaces", "ResolveWorkspace", "GetStatus"]
+INGEST_IDEMPOTENT = ["AddWorkspace"]
+
+
+class Backends:
+    """Channels and stubs to ingest and search, opened at start-up and closed at shutdown."""
+
+    def __init__(self, ingest_target: str, search_target: str, timeout_s: float) -> None:
+        self._ingest_channel = open_channel(
+            ingest_target, "mnemo.ingest.v1.IngestService", INGEST_IDEMPOTENT, timeout_s
+        )
+        self._search_channel = open_channel(
+            search_target, "mnemo.search.v1.SearchService", SEARCH_IDEMPOTENT, timeout_s
+        )
+        self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
+        self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
+        self.targets = {"ingest": ingest_target, "search": search_target}
+
+    async def close(self) -> None:
+        await self._ingest_channel.close()
+        await self._search_channel.close()
+
+
+async def call(method: Callable[[Any], Awaitable[T]], request: Any) -> T:
+    """Makes one gRPC call; a failed call becomes a CallError with the service's message."""
+    try:
+        return await method(request)
+    except grpc.aio.AioRpcError as exc:
+        code = exc.code()
+        message = exc.details() or code.name
+        if code == grpc.StatusCode.UNAVAILABLE:
+            message = f"a Mnemo service is unavailable: {message}"
+        elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            message = "a Mnemo service did not answer in time"
+        raise CallError(code, message) from None

@@ -1,0 +1,150 @@
+"""The gateway's ASGI app: MCP at /mcp and REST at /api/v1 in one app, with one error shape."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, MutableMapping
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
+from mnemo_platform import MnemoError
+from mnemo_platform.config import GatewaySettings
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from mnemo_gateway.errors import CallError
+from mnemo_gateway.mcp_tools import build_mcp
+from mnemo_gateway.operations import Operations
+from mnemo_gateway.requests import RequestContextMiddleware
+from mnemo_gateway.rest import build_router
+
+log = structlog.get_logger("mnemo.gateway")
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
+
+
+class BodyLimitMiddleware:
+    """Refuses bodies over the limit with 413 and a JSON message, by header or while streaming."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = _error(
+            413, "RESOURCE_EXHAUSTED", f"request body exceeds {self.max_bytes} bytes (MNEMO_HTTP_MAX_BODY_BYTES)"
+        )
+        for key, value in scope.get("headers", []):
+            if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+        received = 0
+        started = False
+
+        async def limited_receive() -> MutableMapping[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await too_large(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def build_http_app(operations: Operations, settings: GatewaySettings) -> Any:
+    mcp = build_mcp(operations)
+    allowed_hosts = [f"{h}:*" for h in LOOPBACK_HOSTS]
+    allowed_origins = [f"http://{h}:*" for h in LOOPBACK_HOSTS]
+    extra = [h.strip() for h in settings.allowed_hosts.split(",") if h.strip()]
+    if settings.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
+        extra.append(settings.host)
+    for host in extra:
+        allowed_hosts += [host, f"{host}:*"]
+        allowed_origins += [f"http://{host}:*", f"https://{host}:*", f"http://{host}", f"https://{host}"]
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=settings.max_body_bytes,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+        ),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Stateless MCP still needs the session manager's task group running.
+        async with mcp.session_manager.run():
+            yield
+
+    api = FastAPI(
+        title="Mnemo",
+        version="0.1.0",
+        summary="Long-term memory for AI coding agents.",
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    api.include_router(build_router(operations))
+    api.router.routes.extend(mcp_app.routes)
+
+    @api.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @api.exception_handler(CallError)
+    async def call_error(_: Request, exc: CallError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.http_status)
+
+    @api.exception_handler(MnemoError)
+    async def mnemo_error(_: Request, exc: MnemoError) -> JSONResponse:
+        error = CallError(exc.code, exc.message)
+        return JSONResponse(error.body(), status_code=error.http_status)
+
+    @api.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "message": e.get("msg", "")}
+            for e in exc.errors()
+        ]
+        summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems)
+        return _error(400, "INVALID_ARGUMENT", f"invalid request: {summary}", problems=problems)
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @api.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("http_unhandled_error")
+        return _error(500, "INTERNAL", "internal error in Mnemo; the gateway log has the details")
+
+    return BodyLimitMiddleware(RequestContextMiddleware(api), settings.max_body_bytes)

@@ -1,0 +1,34 @@
+"""`mnemo serve gateway` / `mnemo-gateway`: the gateway alone, configured by environment."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+
+from mnemo_platform import Component, load
+from mnemo_platform.config import GatewaySettings, ServiceAddresses
+from mnemo_platform.process import run_process
+
+from mnemo_gateway.app import GatewayApp
+
+
+def build(environ: Mapping[str, str] | None = None) -> GatewayApp:
+    addresses = load(ServiceAddresses, environ)
+    return GatewayApp(
+        settings=load(GatewaySettings, environ),
+        grpc_address=addresses.listen(addresses.gateway_grpc),
+        grace_s=addresses.grace_s,
+        ingest_target=addresses.ingest,
+        search_target=addresses.search,
+        call_timeout_s=addresses.call_timeout_s,
+    )
+
+
+def announce(components: Sequence[Component]) -> None:
+    gateway = components[-1]
+    assert isinstance(gateway, GatewayApp)
+    print(f"Mnemo gateway ready\n  MCP:  {gateway.base_url}/mcp\n  REST: {gateway.base_url}/api/v1", flush=True)
+
+
+def main() -> None:
+    sys.exit(run_process("gateway", lambda: [build()], on_ready=announce))

@@ -1,0 +1,173 @@
+"""The MCP surface: five tools, each a thin call into Operations, with descriptions for agents."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mnemo_platform import MnemoError
+from pydantic import Field, ValidationError
+
+from mnemo_gateway.errors import CallError
+from mnemo_gateway.operations import Operations
+from mnemo_gateway.requests import restore_request_context
+from mnemo_gateway.schemas import (
+    WORKSPACE_DOC,
+    Kind,
+    Mode,
+    SearchInput,
+    UpdateInput,
+    WriteInput,
+    describe,
+)
+
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+Mnemo is this project's long-term memory, shared by every coding session and agent.
+Search it (memory_search) at the start of a task and before decisions that past work may
+have settled; write to it (memory_write) when you learn something a future session would
+want: a decision and why, a convention, a pitfall, a fix that worked. Each result carries a
+label saying its status, who wrote it and when: trust confirmed notes over harvested
+transcripts."""
+
+Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
+
+
+def _url_workspace(ctx: Context) -> str | None:
+    request = ctx.request_context.request
+    return request.query_params.get("workspace") if request is not None else None
+
+
+@contextlib.contextmanager
+def _in_request(ctx: Context) -> Iterator[None]:
+    request = ctx.request_context.request
+    with restore_request_context(request.scope if request is not None else None):
+        yield
+
+
+async def _run(ctx: Context, operation: Callable[[], Awaitable[T]]) -> T:
+    """Runs an operation; every anticipated failure becomes a tool error with a clear message."""
+    with _in_request(ctx):
+        try:
+            return await operation()
+        except CallError as exc:
+            raise ToolError(f"{exc.code.name}: {exc.message}") from None
+        except MnemoError as exc:
+            raise ToolError(f"{exc.code.name}: {exc.message}") from None
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ToolError(f"INVALID_ARGUMENT: {problems}") from None
+
+
+def build_mcp(operations: Operations) -> MCPServer:
+    server: MCPServer = MCPServer(name="mnemo", instructions=INSTRUCTIONS, version="0.1.0")
+
+    @server.tool()
+    async def memory_write(
+        ctx: Context,
+        content: Annotated[str, Field(description=describe(WriteInput, "content"))],
+        title: Annotated[str, Field(description=describe(WriteInput, "title"))] = "",
+        kind: Annotated[Kind, Field(description=describe(WriteInput, "kind"))] = "note",
+        tags: Annotated[list[str] | None, Field(description=describe(WriteInput, "tags"))] = None,
+        source_uri: Annotated[str, Field(description=describe(WriteInput, "source_uri"))] = "",
+        idempotency_key: Annotated[str, Field(description=describe(WriteInput, "idempotency_key"))] = "",
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Save something worth remembering in future sessions of this project: a decision and its
+        reason, a convention, a pitfall, a fix that worked, an open problem. Write one self-contained
+        fact per call, in full sentences, so it makes sense when found months later. To change an
+        existing memory use memory_update (with the id from memory_search) instead of writing a
+        near-duplicate."""
+        return await _run(
+            ctx,
+            lambda: operations.write(
+                WriteInput(
+                    content=content,
+                    title=title,
+                    kind=kind,
+                    tags=tags or [],
+                    source_uri=source_uri,
+                    idempotency_key=idempotency_key,
+                    workspace=workspace,
+                ),
+                _url_workspace(ctx),
+                provenance="agent",
+            ),
+        )
+
+    @server.tool()
+    async def memory_search(
+        ctx: Context,
+        query: Annotated[str, Field(description=describe(SearchInput, "query"))],
+        mode: Annotated[Mode, Field(description=describe(SearchInput, "mode"))] = "hybrid",
+        limit: Annotated[int, Field(description=describe(SearchInput, "limit"))] = 10,
+        kinds: Annotated[list[Kind] | None, Field(description=describe(SearchInput, "kinds"))] = None,
+        tags: Annotated[list[str] | None, Field(description=describe(SearchInput, "tags"))] = None,
+        explain: Annotated[bool, Field(description=describe(SearchInput, "explain"))] = False,
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Search this project's long-term memory. Use it at the start of a task and whenever
+        earlier decisions, conventions, known pitfalls or past fixes might matter ("how do we
+        deploy?", "why did we choose X?", "has this test been flaky before?"). Returns the best
+        matches with a snippet, a label (status · provenance · date) and an id for memory_get.
+        If `degraded` is not empty, one retrieval method was unavailable and results may be thinner."""
+        return await _run(
+            ctx,
+            lambda: operations.search(
+                SearchInput(
+                    query=query,
+                    mode=mode,
+                    limit=limit,
+                    kinds=kinds or [],
+                    tags=tags or [],
+                    explain=explain,
+                    workspace=workspace,
+                ),
+                _url_workspace(ctx),
+            ),
+        )
+
+    @server.tool()
+    async def memory_get(
+        ctx: Context,
+        id: Annotated[str, Field(description="The memory's id, as returned by memory_search or memory_write.")],
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Read one memory in full (content, tags, metadata, version) by its id, typically after
+        memory_search showed a promising snippet."""
+        return await _run(ctx, lambda: operations.get(id, workspace, _url_workspace(ctx)))
+
+    @server.tool()
+    async def memory_update(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of the memory to change.")],
+        content: Annotated[str, Field(description=describe(UpdateInput, "content"))],
+        title: Annotated[str | None, Field(description=describe(UpdateInput, "title"))] = None,
+        tags: Annotated[list[str] | None, Field(description=describe(UpdateInput, "tags"))] = None,
+        expected_version: Annotated[int, Field(description=describe(UpdateInput, "expected_version"))] = 0,
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Replace the content of an existing memory that has become outdated or was incomplete.
+        The previous version is kept in the memory's history; searches find the new text."""
+        return await _run(
+            ctx,
+            lambda: operations.update(
+                id,
+                UpdateInput(
+                    content=content, title=title, tags=tags, expected_version=expected_version, workspace=workspace
+                ),
+                _url_workspace(ctx),
+            ),
+        )
+
+    @server.tool()
+    async def memory_status(ctx: Context, workspace: Workspace = None) -> dict[str, Any]:
+        """Check that memory works: how many memories there are, whether new notes are still
+        being embedded, and whether semantic search is ready. Use it when searches seem empty."""
+        return await _run(ctx, lambda: operations.status(workspace, _url_workspace(ctx)))
+
+    return server

@@ -1,0 +1,259 @@
+"""One function per operation: input model -> gRPC request -> JSON-ready dict. MCP and REST share them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import grpc
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from mnemo.common.v1 import common_pb2
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo_platform import enum_label, enum_value
+
+from mnemo_gateway.backends import Backends, call
+from mnemo_gateway.errors import CallError
+from mnemo_gateway.schemas import SearchInput, UpdateInput, WorkspaceInput, WriteInput
+
+
+def _check_text(value: Any, field: str) -> None:
+    """Lone surrogates (invalid UTF-8 once encoded) cannot cross protobuf: refuse them by name."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise CallError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{field} is not valid Unicode text (at character {exc.start})"
+            ) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, field)
+            _check_text(item, field)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item, field)
+
+
+def _checked(model: Any) -> None:
+    for name in type(model).model_fields:
+        _check_text(getattr(model, name), name)
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    try:
+        message.update(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"metadata is not storable JSON: {exc}") from None
+    return message
+
+
+def _timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    try:
+        ts.FromDatetime(value)
+    except (ValueError, OverflowError) as exc:
+        raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"timestamp {value} is out of range: {exc}") from None
+    return ts
+
+
+def _iso(ts: timestamp_pb2.Timestamp) -> str:
+    return ts.ToJsonString() if ts.seconds or ts.nanos else ""
+
+
+def label(memory: common_pb2.Memory) -> str:
+    """What an agent reads first: status, who wrote it and what it is, and when."""
+    status = enum_label(common_pb2.MemoryStatus, memory.status)
+    provenance = enum_label(common_pb2.Provenance, memory.provenance).replace("_", " ")
+    kind = enum_label(common_pb2.MemoryKind, memory.kind)
+    day = _iso(memory.updated_at)[:10]
+    return f"[{status} · {provenance} {kind} · {day}]"
+
+
+def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": memory.id,
+        "workspace_id": memory.workspace_id,
+        "label": label(memory),
+        "kind": enum_label(common_pb2.MemoryKind, memory.kind),
+        "title": memory.title,
+        "tags": list(memory.tags),
+        "metadata": json_format.MessageToDict(memory.metadata),
+        "source_uri": memory.source_uri,
+        "status": enum_label(common_pb2.MemoryStatus, memory.status),
+        "provenance": enum_label(common_pb2.Provenance, memory.provenance),
+        "author": memory.author,
+        "version": memory.version,
+        "content_hash": memory.content_hash,
+        "created_at": _iso(memory.created_at),
+        "updated_at": _iso(memory.updated_at),
+        "embedding_state": enum_label(common_pb2.EmbeddingState, memory.embedding_state),
+    }
+    if with_content:
+        data["content"] = memory.content
+    return data
+
+
+def workspace_json(ws: common_pb2.Workspace) -> dict[str, Any]:
+    return {"id": ws.id, "name": ws.name, "root_path": ws.root_path, "created_at": _iso(ws.created_at)}
+
+
+class Operations:
+    """The gateway's operations; each is exactly one gRPC call (plus the default-workspace check)."""
+
+    def __init__(self, backends: Backends, default_workspace: str) -> None:
+        self.backends = backends
+        self.default_workspace = default_workspace
+        self._default_ready = False
+        self._default_lock = asyncio.Lock()
+
+    async def workspace(self, *candidates: str | None) -> str:
+        """The first workspace named; else the default one, registered on first use."""
+        for candidate in candidates:
+            if candidate and candidate.strip():
+                return candidate.strip()
+        if not self._default_ready:
+            async with self._default_lock:
+                if not self._default_ready:
+                    await call(
+                        self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(name=self.default_workspace)
+                    )
+                    self._default_ready = True
+        return self.default_workspace
+
+    async def write(self, args: WriteInput, url_workspace: str | None, provenance: str) -> dict[str, Any]:
+        _checked(args)
+        request = ingest_pb.WriteMemoryRequest(
+            workspace=await self.workspace(args.workspace, url_workspace),
+            kind=enum_value(common_pb2.MemoryKind, args.kind, "kind"),
+            title=args.title,
+            content=args.content,
+            tags=args.tags,
+            metadata=_struct(args.metadata),
+            source_uri=args.source_uri,
+            idempotency_key=args.idempotency_key,
+            provenance=enum_value(common_pb2.Provenance, args.provenance or provenance, "provenance"),
+        )
+        response = await call(self.backends.ingest.WriteMemory, request)
+        return {
+            "outcome": enum_label(ingest_pb.WriteOutcome, response.outcome),
+            "memory": memory_json(response.memory, with_content=False),
+        }
+
+    async def update(self, memory_id: str, args: UpdateInput, url_workspace: str | None) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.UpdateMemoryRequest(
+            workspace=await self.workspace(args.workspace, url_workspace),
+            id=memory_id,
+            content=args.content,
+            tags=args.tags or [],
+            replace_tags=args.tags is not None,
+            expected_version=args.expected_version,
+        )
+        if args.title is not None:
+            request.title = args.title
+        if args.metadata is not None:
+            request.metadata.CopyFrom(_struct(args.metadata))
+        response = await call(self.backends.ingest.UpdateMemory, request)
+        return {
+            "outcome": enum_label(ingest_pb.WriteOutcome, response.outcome),
+            "memory": memory_json(response.memory, with_content=False),
+        }
+
+    async def search(self, args: SearchInput, url_workspace: str | None) -> dict[str, Any]:
+        _checked(args)
+        if not -(2**31) <= args.limit < 2**31:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"limit {args.limit} is out of range")
+        request = search_pb.SearchRequest(
+            workspace=await self.workspace(args.workspace, url_workspace),
+            query=args.query,
+            mode=enum_value(search_pb.SearchMode, args.mode, "mode"),
+            limit=args.limit,
+            explain=args.explain,
+            filter=common_pb2.MemoryFilter(
+                kinds=[enum_value(common_pb2.MemoryKind, k, "kinds") for k in args.kinds],
+                tags=args.tags,
+                created_after=_timestamp(args.created_after),
+                created_before=_timestamp(args.created_before),
+                updated_after=_timestamp(args.updated_after),
+                updated_before=_timestamp(args.updated_before),
+            ),
+        )
+        response = await call(self.backends.search.Search, request)
+        results = []
+        for hit in response.hits:
+            item = memory_json(hit.memory, with_content=False)
+            item["snippet"] = hit.snippet
+            item["score"] = round(hit.score, 6)
+            if args.explain:
+                item["explanation"] = json_format.MessageToDict(
+                    hit.explanation, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
+                )
+            results.append(item)
+        return {
+            "workspace": workspace_json(response.workspace),
+            "results": results,
+            "degraded": list(response.degraded),
+            "lexical_relaxed": response.lexical_relaxed,
+        }
+
+    async def get(self, memory_id: str, workspace: str | None, url_workspace: str | None) -> dict[str, Any]:
+        _check_text(memory_id, "id")
+        _check_text(workspace, "workspace")
+        request = search_pb.GetMemoryRequest(workspace=await self.workspace(workspace, url_workspace), id=memory_id)
+        response = await call(self.backends.search.GetMemory, request)
+        return memory_json(response.memory)
+
+    async def list(
+        self,
+        workspace: str | None,
+        page_size: int,
+        page_token: str,
+        kinds: list[str],
+        tags: list[str],
+    ) -> dict[str, Any]:
+        for value, field in ((workspace, "workspace"), (page_token, "page_token"), (tags, "tag")):
+            _check_text(value, field)
+        if not 0 <= page_size < 2**31:
+            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"page_size {page_size} is out of range")
+        request = search_pb.ListMemoriesRequest(
+            workspace=await self.workspace(workspace),
+            page_size=page_size,
+            page_token=page_token,
+            filter=common_pb2.MemoryFilter(
+                kinds=[enum_value(common_pb2.MemoryKind, k, "kind") for k in kinds], tags=tags
+            ),
+        )
+        response = await call(self.backends.search.ListMemories, request)
+        return {
+            "memories": [memory_json(m, with_content=False) for m in response.memories],
+            "next_page_token": response.next_page_token,
+        }
+
+    async def status(self, workspace: str | None, url_workspace: str | None = None) -> dict[str, Any]:
+        _check_text(workspace, "workspace")
+        ref = workspace or url_workspace or ""
+        response = await call(self.backends.search.GetStatus, search_pb.GetStatusRequest(workspace=ref))
+        data = json_format.MessageToDict(
+            response, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
+        )
+        if not response.HasField("workspace"):
+            data.pop("workspace", None)
+        data["services"] = self.backends.targets
+        return data
+
+    async def add_workspace(self, args: WorkspaceInput) -> dict[str, Any]:
+        _checked(args)
+        response = await call(
+            self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(root_path=args.path, name=args.name)
+        )
+        return {"workspace": workspace_json(response.workspace), "created": response.created}
+
+    async def list_workspaces(self) -> dict[str, Any]:
+        response = await call(self.backends.search.ListWorkspaces, search_pb.ListWorkspacesRequest())
+        return {"workspaces": [workspace_json(ws) for ws in response.workspaces]}

@@ -1,0 +1,59 @@
+"""The ingest service as a component: database, embedder, queue workers and gRPC server."""
+
+from __future__ import annotations
+
+import asyncpg
+from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
+from mnemo_embed import Embedder, build_embedder
+from mnemo_platform import GrpcApp, Registration
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings
+from mnemo_store import prepare_database
+
+from mnemo_ingest.servicer import IngestServicer
+from mnemo_ingest.worker import EmbeddingWorkers
+
+SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name
+
+
+class IngestApp(GrpcApp):
+    """Migrates and opens the database, serves IngestService, then starts the embedding workers."""
+
+    name = "ingest"
+
+    def __init__(
+        self,
+        dsn: str,
+        address: str,
+        grace_s: float,
+        database: DatabaseSettings,
+        embedding: EmbeddingSettings,
+        settings: IngestSettings,
+        embedder: Embedder | None = None,
+    ) -> None:
+        super().__init__(address, grace_s)
+        self.dsn = dsn
+        self.database = database
+        self.embedding = embedding
+        self.settings = settings
+        self.embedder = embedder or build_embedder(embedding)
+        self.pool: asyncpg.Pool | None = None
+        self.workers: EmbeddingWorkers | None = None
+
+    async def open(self) -> list[Registration]:
+        self.pool = await prepare_database(
+            self.dsn, self.embedder.model, self.embedder.dimension, self.database.pool_min, self.database.pool_max
+        )
+        self.workers = EmbeddingWorkers(self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size)
+        servicer = IngestServicer(self.pool, self.embedder, self.settings)
+        return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
+
+    async def after_start(self) -> None:
+        self.embedder.start()
+        assert self.workers is not None
+        await self.workers.start()
+
+    async def close(self) -> None:
+        if self.workers is not None:
+            await self.workers.stop()
+        if self.pool is not None:
+            await self.pool.close()

@@ -1,0 +1,127 @@
+"""Checking a write request before anything touches the database: clear errors, nothing partial."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+from mnemo.common.v1 import common_pb2
+from mnemo_platform import InvalidArgument
+from mnemo_platform.enums import enum_label
+
+MAX_TITLE_CHARS = 500
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+MAX_METADATA_BYTES = 64 * 1024
+MAX_SOURCE_URI_CHARS = 2048
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+DERIVED_TITLE_CHARS = 80
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _no_nul(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} contains NUL bytes (U+0000), which cannot be stored; remove them")
+    return value
+
+
+def check_content(content: str, max_bytes: int) -> str:
+    if not content.strip():
+        raise InvalidArgument("content is required and must not be blank")
+    size = len(content.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise InvalidArgument(f"content is {size} bytes; the limit is {max_bytes} (MNEMO_MAX_CONTENT_BYTES)")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"content is not valid UTF-8 (at character {exc.start})") from exc
+    return _no_nul(content, "content")
+
+
+def check_title(title: str, content: str) -> str:
+    title = _no_nul(title.strip(), "title")
+    if len(title) > MAX_TITLE_CHARS:
+        raise InvalidArgument(f"title is {len(title)} characters; at most {MAX_TITLE_CHARS}")
+    if title:
+        return title
+    first_line = next((line.strip() for line in content.splitlines() if line.strip()), "")
+    if len(first_line) > DERIVED_TITLE_CHARS:
+        first_line = first_line[: DERIVED_TITLE_CHARS - 1].rstrip() + "…"
+    return first_line
+
+
+def check_tags(tags: list[str]) -> list[str]:
+    cleaned: list[str] = []
+    for tag in tags:
+        tag = _no_nul(tag.strip(), "tag")
+        if not tag:
+            raise InvalidArgument("tags must not be blank")
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidArgument(f"tag {tag[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
+        if tag not in cleaned:
+            cleaned.append(tag)
+    if len(cleaned) > MAX_TAGS:
+        raise InvalidArgument(f"{len(cleaned)} tags given; at most {MAX_TAGS}")
+    return cleaned
+
+
+def check_metadata(message: Any) -> dict[str, Any]:
+    metadata = json_format.MessageToDict(message) if message is not None else {}
+    encoded = json.dumps(metadata, ensure_ascii=True)
+    if "\\u0000" in encoded:
+        raise InvalidArgument("metadata contains NUL characters (U+0000), which cannot be stored")
+    if len(encoded) > MAX_METADATA_BYTES:
+        raise InvalidArgument(f"metadata is {len(encoded)} bytes as JSON; at most {MAX_METADATA_BYTES}")
+    return metadata
+
+
+def check_short(value: str, field: str, limit: int) -> str | None:
+    value = _no_nul(value.strip(), field)
+    if len(value) > limit:
+        raise InvalidArgument(f"{field} is {len(value)} characters; at most {limit}")
+    return value or None
+
+
+def check_enum(enum: Any, value: int, field: str, default: str) -> str:
+    if value == 0:
+        return default
+    try:
+        return enum_label(enum, value)
+    except ValueError as exc:
+        raise InvalidArgument(f"{field} {value} is not a known value") from exc
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A validated write: everything the transaction needs, nothing left to check."""
+
+    kind: str
+    title: str
+    content: str
+    content_hash: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    source_uri: str | None
+    idempotency_key: str | None
+    provenance: str
+
+
+def check_write(request: Any, max_content_bytes: int) -> Draft:
+    content = check_content(request.content, max_content_bytes)
+    return Draft(
+        kind=check_enum(common_pb2.MemoryKind, request.kind, "kind", "note"),
+        title=check_title(request.title, content),
+        content=content,
+        content_hash=content_hash(content),
+        tags=check_tags(list(request.tags)),
+        metadata=check_metadata(request.metadata if request.HasField("metadata") else None),
+        source_uri=check_short(request.source_uri, "source_uri", MAX_SOURCE_URI_CHARS),
+        idempotency_key=check_short(request.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS),
+        provenance=check_enum(common_pb2.Provenance, request.provenance, "provenance", "agent"),
+    )

@@ -1,0 +1,51 @@
+"""The search service as a component: database, query embedder and gRPC server."""
+
+from __future__ import annotations
+
+import asyncpg
+from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
+from mnemo_embed import Embedder, build_embedder
+from mnemo_platform import GrpcApp, Registration
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings
+from mnemo_store import prepare_database
+
+from mnemo_search.servicer import SearchServicer
+
+SERVICE_NAME = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
+
+
+class SearchApp(GrpcApp):
+    """Checks the database's embedding space, serves SearchService, then loads the query embedder."""
+
+    name = "search"
+
+    def __init__(
+        self,
+        dsn: str,
+        address: str,
+        grace_s: float,
+        database: DatabaseSettings,
+        embedding: EmbeddingSettings,
+        settings: SearchSettings,
+        embedder: Embedder | None = None,
+    ) -> None:
+        super().__init__(address, grace_s)
+        self.dsn = dsn
+        self.database = database
+        self.settings = settings
+        self.embedder = embedder or build_embedder(embedding)
+        self.pool: asyncpg.Pool | None = None
+
+    async def open(self) -> list[Registration]:
+        self.pool = await prepare_database(
+            self.dsn, self.embedder.model, self.embedder.dimension, self.database.pool_min, self.database.pool_max
+        )
+        servicer = SearchServicer(self.pool, self.embedder, self.settings)
+        return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]
+
+    async def after_start(self) -> None:
+        self.embedder.start()
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()

@@ -1,0 +1,246 @@
+"""Hybrid retrieval: a lexical and a semantic leg run concurrently, fail alone, and are fused."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+import structlog
+from mnemo_embed import Embedder, EmbedderUnavailable
+from mnemo_platform.config import SearchSettings
+from mnemo_platform.telemetry import tracer
+from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_predicate
+
+from mnemo_search.query import all_terms_query, any_term_query, literal_terms
+from mnemo_search.ranking import fuse_rankings, recency_factor
+
+log = structlog.get_logger("mnemo.search")
+
+LEXICAL, SEMANTIC = "lexical", "semantic"
+TS_CONFIG = "english"
+SNIPPET_CHARS = 300
+
+
+@dataclass(frozen=True)
+class LegHit:
+    memory_id: uuid.UUID
+    chunk_id: int
+    score: float
+    rank: int
+
+
+@dataclass
+class LegResult:
+    hits: list[LegHit] = field(default_factory=list)
+    relaxed: bool = False
+
+
+@dataclass(frozen=True)
+class RankedHit:
+    row: asyncpg.Record
+    snippet: str
+    score: float
+    fused: float
+    recency: float
+    lexical: LegHit | None
+    semantic: LegHit | None
+
+
+@dataclass
+class SearchOutcome:
+    hits: list[RankedHit]
+    degraded: list[str]
+    relaxed: bool
+
+
+def _best_per_memory(rows: list[asyncpg.Record], limit: int) -> list[LegHit]:
+    """Keeps each memory's best chunk, ranks by score (iterative index scans are not exactly ordered)."""
+    best: dict[uuid.UUID, asyncpg.Record] = {}
+    for row in rows:
+        current = best.get(row["memory_id"])
+        if current is None or row["score"] > current["score"]:
+            best[row["memory_id"]] = row
+    ordered = sorted(best.values(), key=lambda r: (-r["score"], r["chunk_id"]))[:limit]
+    return [LegHit(r["memory_id"], r["chunk_id"], float(r["score"]), i) for i, r in enumerate(ordered, 1)]
+
+
+class SearchEngine:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings) -> None:
+        self.pool = pool
+        self.embedder = embedder
+        self.settings = settings
+
+    # -- legs -------------------------------------------------------------------------------
+
+    async def _lexical_match(self, scope: Scope, tsquery_text: str, limit: int) -> list[LegHit]:
+        params = Params()
+        query = params.bind(tsquery_text)
+        predicate = build_predicate(scope, params, memory="m", chunk="c")
+        # Rank only the first N matches: ts_rank_cd's cost grows with matches, not with LIMIT.
+        sql = f"""
+            WITH q AS (SELECT websearch_to_tsquery('{TS_CONFIG}', {query}) AS query),
+            matches AS (
+                SELECT c.memory_id, c.id AS chunk_id, ts_rank_cd(c.tsv, q.query) AS score
+                FROM q, chunks c JOIN memories m ON m.id = c.memory_id
+                WHERE c.tsv @@ q.query AND {predicate}
+                LIMIT {params.bind(self.settings.lexical_match_cap)}
+            )
+            SELECT memory_id, chunk_id, score FROM matches
+            ORDER BY score DESC, chunk_id
+            LIMIT {params.bind(limit * 4)}
+        """
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(sql, *params.values)
+        return _best_per_memory(rows, limit)
+
+    async def lexical_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
+        terms = literal_terms(text)
+        if not terms:
+            return LegResult()
+        with tracer.start_as_current_span("mnemo.search.lexical"):
+            hits = await self._lexical_match(scope, all_terms_query(terms), limit)
+            if hits or len(terms) == 1:
+                return LegResult(hits)
+            # Nothing has every word: fall back to any word. Only the match clause changes;
+            # the predicate (workspace, visibility, filters) is the same builder's output.
+            with tracer.start_as_current_span("mnemo.search.lexical_relaxed"):
+                return LegResult(await self._lexical_match(scope, any_term_query(terms), limit), relaxed=True)
+
+    async def semantic_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
+        with tracer.start_as_current_span("mnemo.search.semantic"):
+            vector = (await self.embedder.embed([text]))[0]
+            params = Params()
+            bound_vector = params.bind(vector)
+            predicate = build_predicate(scope, params, memory="m", chunk="c")
+            sql = f"""
+                SELECT c.memory_id, c.id AS chunk_id, 1 - (c.embedding <=> {bound_vector}) AS score
+                FROM chunks c JOIN memories m ON m.id = c.memory_id
+                WHERE c.embed_status = 'embedded' AND {predicate}
+                ORDER BY c.embedding <=> {bound_vector}
+                LIMIT {params.bind(limit * 3)}
+            """
+            async with self.pool.acquire() as conn, conn.transaction():
+                # HNSW applies WHERE after the index scan and ef_search caps what it returns:
+                # without an iterative scan a filtered query can silently come back short.
+                await conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.hnsw_ef_search)}")
+                await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                rows = await conn.fetch(sql, *params.values)
+            return LegResult(_best_per_memory(rows, limit))
+
+    # -- the search ---------------------------------------------------------------------------
+
+    async def _run_leg(self, name: str, leg, degraded: list[str]) -> LegResult | None:  # type: ignore[no-untyped-def]
+        """Runs a leg with a timeout; a failure is reported in `degraded`, never raised."""
+        try:
+            return await asyncio.wait_for(leg, timeout=self.settings.query_timeout_s)
+        except EmbedderUnavailable as exc:
+            degraded.append(f"{name}: {exc}")
+        except TimeoutError:
+            degraded.append(f"{name}: timed out after {self.settings.query_timeout_s:g} s")
+        except (asyncpg.PostgresError, OSError) as exc:
+            log.warning("search_leg_failed", leg=name, error=str(exc))
+            degraded.append(f"{name}: {type(exc).__name__}: {exc}")
+        return None
+
+    async def search(self, scope: Scope, text: str, mode: str, limit: int) -> SearchOutcome:
+        if not text.strip():
+            return SearchOutcome([], [], False)
+        depth = max(limit, self.settings.candidates)
+        degraded: list[str] = []
+        legs: dict[str, asyncio.Future[LegResult | None]] = {}
+        if mode in ("hybrid", LEXICAL):
+            legs[LEXICAL] = asyncio.ensure_future(
+                self._run_leg(LEXICAL, self.lexical_leg(scope, text, depth), degraded)
+            )
+        if mode in ("hybrid", SEMANTIC):
+            legs[SEMANTIC] = asyncio.ensure_future(
+                self._run_leg(SEMANTIC, self.semantic_leg(scope, text, depth), degraded)
+            )
+        results = dict(zip(legs, await asyncio.gather(*legs.values()), strict=True))
+        answered = {name: result for name, result in results.items() if result is not None}
+        relaxed = bool(answered.get(LEXICAL) and answered[LEXICAL].relaxed)
+        if not answered:
+            return SearchOutcome([], degraded, relaxed)
+        by_leg = {name: {h.memory_id: h for h in result.hits} for name, result in answered.items()}
+        fused = fuse_rankings(
+            {name: [h.memory_id for h in result.hits] for name, result in answered.items()},
+            {LEXICAL: self.settings.lexical_weight, SEMANTIC: self.settings.semantic_weight},
+            self.settings.rrf_k,
+        )
+        rows = await self._memories(scope, list(fused))
+        now = datetime.now(UTC)
+        ranked = []
+        for memory_id, fused_score in fused.items():
+            row = rows.get(memory_id)
+            if row is None:  # changed between the leg and this read; it is no longer in scope
+                continue
+            recency = recency_factor(
+                row["updated_at"], now, self.settings.recency_half_life_days, self.settings.recency_weight
+            )
+            ranked.append((fused_score * recency, fused_score, recency, memory_id))
+        ranked.sort(key=lambda item: (-item[0], str(item[3])))
+        top = ranked[:limit]
+        snippets = await self._snippets(
+            text,
+            {
+                memory_id: (by_leg.get(LEXICAL, {}).get(memory_id), by_leg.get(SEMANTIC, {}).get(memory_id))
+                for *_, memory_id in top
+            },
+        )
+        hits = [
+            RankedHit(
+                row=rows[memory_id],
+                snippet=snippets.get(memory_id, ""),
+                score=score,
+                fused=fused_score,
+                recency=recency,
+                lexical=by_leg.get(LEXICAL, {}).get(memory_id),
+                semantic=by_leg.get(SEMANTIC, {}).get(memory_id),
+            )
+            for score, fused_score, recency, memory_id in top
+        ]
+        return SearchOutcome(hits, degraded, relaxed)
+
+    async def _memories(self, scope: Scope, ids: list[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+        if not ids:
+            return {}
+        params = Params()
+        wanted = params.bind(ids)
+        predicate = build_predicate(scope, params, memory="m")
+        rows = await self.pool.fetch(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY({wanted}::uuid[]) AND {predicate}",
+            *params.values,
+        )
+        return {row["id"]: row for row in rows}
+
+    async def _snippets(
+        self, text: str, hits: dict[uuid.UUID, tuple[LegHit | None, LegHit | None]]
+    ) -> dict[uuid.UUID, str]:
+        """The lexical leg's best chunk with matches highlighted, else the semantic leg's chunk."""
+        chunk_ids = {}
+        for memory_id, (lexical, semantic) in hits.items():
+            best = lexical or semantic
+            if best is not None:
+                chunk_ids[best.chunk_id] = (memory_id, lexical is not None)
+        if not chunk_ids:
+            return {}
+        terms = literal_terms(text)
+        rows = await self.pool.fetch(
+            f"""
+            SELECT id,
+                   ts_headline('{TS_CONFIG}', text, websearch_to_tsquery('{TS_CONFIG}', $2),
+                               'MaxWords=40, MinWords=15, MaxFragments=2, StartSel=«, StopSel=»') AS headline,
+                   left(text, {SNIPPET_CHARS}) AS head
+            FROM chunks WHERE id = ANY($1::bigint[])
+            """,
+            list(chunk_ids),
+            any_term_query(terms),
+        )
+        out = {}
+        for row in rows:
+            memory_id, lexical = chunk_ids[row["id"]]
+            out[memory_id] = row["headline"] if lexical else row["head"]
+        return out
