@@ -1,0 +1,128 @@
+"""Shared test helpers: real PostgreSQL databases, real stacks, real clients."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import grpc
+from mnemo.common.v1 import common_pb2
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
+
+from mnemo_cli.stack import Stack, StackConfig
+from mnemo_embed import Embedder
+
+
+class Postgres:
+    """The test session's embedded PostgreSQL: hands out a fresh database per stack or test."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def dsn(self, database: str) -> str:
+        # The embedded server's URI is postgresql://postgres:@/postgres?host=SOCKET_DIR
+        base, _, query = self.uri.partition("?")
+        return f"{base.rsplit('/', 1)[0]}/{database}?{query}"
+
+    async def create_database(self, prefix: str = "t") -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        conn = await asyncpg.connect(self.uri)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+        return self.dsn(name)
+
+
+def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
+    env = {
+        "MNEMO_DATABASE_URL": dsn,
+        "MNEMO_HTTP_PORT": "0",
+        "MNEMO_EMBEDDER": "hash",
+        "MNEMO_EMBED_RESCAN_S": "1",
+        "MNEMO_GRPC_GRACE_S": "1",
+    }
+    env.update(overrides)
+    return env
+
+
+async def start_stack(dsn: str, embedder: Embedder, **overrides: str) -> Stack:
+    """Ingest, search and gateway on free ports against `dsn`, with background work started."""
+    stack = Stack(StackConfig.from_env(stack_env(dsn, **overrides)), embedder=embedder)
+    await stack.start()
+    await stack.after_start()
+    return stack
+
+
+class Clients:
+    """Real gRPC channels to a stack's services (no retries, no interceptors: the raw surface)."""
+
+    def __init__(self, stack: Stack) -> None:
+        assert stack.ingest is not None and stack.search is not None
+        self.stack = stack
+        self._channels = [grpc.aio.insecure_channel(stack.ingest.target), grpc.aio.insecure_channel(stack.search.target)]
+        self.ingest = ingest_grpc.IngestServiceStub(self._channels[0])
+        self.search = search_grpc.SearchServiceStub(self._channels[1])
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()
+
+    async def workspace(self, name: str | None = None, root: str = "") -> common_pb2.Workspace:
+        name = name or f"ws-{uuid.uuid4().hex[:8]}"
+        response = await self.ingest.AddWorkspace(ingest_pb.AddWorkspaceRequest(name=name, root_path=root))
+        return response.workspace
+
+    async def write(self, workspace: str, content: str, **fields: Any) -> common_pb2.Memory:
+        response = await self.ingest.WriteMemory(
+            ingest_pb.WriteMemoryRequest(workspace=workspace, content=content, **fields)
+        )
+        return response.memory
+
+    async def find(self, workspace: str, query: str, mode: str = "hybrid", **fields: Any) -> search_pb.SearchResponse:
+        modes = {"hybrid": 1, "lexical": 2, "semantic": 3}
+        return await self.search.Search(
+            search_pb.SearchRequest(workspace=workspace, query=query, mode=modes[mode], **fields)
+        )
+
+    async def wait_embedded(self, memory_id: str, workspace: str, timeout: float = 30.0) -> float:
+        """Seconds until every chunk of the memory's current version is embedded."""
+        started = time.perf_counter()
+        while True:
+            memory = (await self.search.GetMemory(search_pb.GetMemoryRequest(workspace=workspace, id=memory_id))).memory
+            if memory.embedding_state == common_pb2.EMBEDDING_STATE_EMBEDDED:
+                return time.perf_counter() - started
+            if time.perf_counter() - started > timeout:
+                raise AssertionError(f"memory {memory_id} not embedded after {timeout} s")
+            await asyncio.sleep(0.05)
+
+
+def ids(response: search_pb.SearchResponse) -> list[str]:
+    return [hit.memory.id for hit in response.hits]
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0, interval: float = 0.1) -> None:
+    deadline = time.perf_counter() + timeout
+    while not await check():
+        if time.perf_counter() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
+
+
+async def table_counts(dsn: str) -> dict[str, int]:
+    """Rows per table: a bad request must leave every count unchanged."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        counts = {}
+        for table in ("workspaces", "memories", "memory_versions", "chunks", "audit_events"):
+            counts[table] = await conn.fetchval(f"SELECT count(*) FROM {table}")
+        return counts
+    finally:
+        await conn.close()
