@@ -10,7 +10,6 @@ import platformdirs
 from mnemo_platform.settings import (
     SettingsError,
     one_of,
-    parse_bool,
     parse_non_negative_float,
     parse_port,
     parse_positive_float,
@@ -284,9 +283,7 @@ class LogSettings:
         "`json`, `console`, or `auto` (console on a terminal, JSON otherwise).",
         one_of("auto", "json", "console"),
     )
-    trace_sql: bool = setting(
-        "MNEMO_TRACE_SQL", True, "Record a span per SQL statement (never with its parameters).", parse_bool
-    )
+
 
 
 ALL_SETTINGS: tuple[type, ...] = (

@@ -34,6 +34,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 async def open_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     """Opens the pool; a database that cannot be reached is UNAVAILABLE with the reason."""
+    instrument_asyncpg()
     try:
         pool = await asyncpg.create_pool(
             dsn,

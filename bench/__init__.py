@@ -1,0 +1,1 @@
+"""Benchmarks that start a whole Mnemo in-process, print figures and write JSON/PNG results."""

@@ -1,0 +1,145 @@
+"""The embedding queue: woken by NOTIFY, rescanned, SKIP LOCKED between replicas, failures never lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import numpy as np
+import pytest
+from mnemo.search.v1 import search_service_pb2 as search_pb
+
+from mnemo_embed import HashEmbedder, OpenAIEmbedder
+from mnemo_ingest.worker import EmbeddingWorkers
+from mnemo_platform.config import IngestSettings
+from mnemo_store import open_pool
+from tests.helpers import Clients, Postgres, eventually, ids, start_stack
+
+
+async def test_a_write_is_embedded_promptly_after_notify(hash_clients: Clients) -> None:
+    ws = await hash_clients.workspace()
+    memory = await hash_clients.write(ws.id, "notify wakes the embedding worker")
+    # The rescan interval in tests is 1 s; a NOTIFY-driven embed normally lands well before it.
+    await hash_clients.wait_embedded(memory.id, ws.id, timeout=10)
+    found = ids(await hash_clients.find(ws.id, "notify wakes the embedding worker", mode="semantic"))
+    assert found[0] == memory.id
+
+
+async def test_the_rescan_embeds_chunks_that_no_notify_announced(hash_clients: Clients) -> None:
+    ws = await hash_clients.workspace()
+    memory = await hash_clients.write(ws.id, "a memory whose chunk we re-queue by hand")
+    await hash_clients.wait_embedded(memory.id, ws.id)
+    conn = await asyncpg.connect(hash_clients.stack.dsn)
+    try:
+        # Back to pending without a NOTIFY: only the periodic rescan can find it.
+        await conn.execute(
+            "UPDATE chunks SET embed_status = 'pending', embedding = NULL WHERE memory_id = $1", memory.id
+        )
+
+        async def embedded() -> bool:
+            status = await conn.fetchval("SELECT embed_status FROM chunks WHERE memory_id = $1", memory.id)
+            return status == "embedded"
+
+        await eventually(embedded, timeout=15)
+    finally:
+        await conn.close()
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting what it embeds (an external dependency's stand-in, not ours)."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts: list[str] = []
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        self.texts.extend(texts)
+        await asyncio.sleep(0.01)  # let the replicas interleave
+        return await super().embed(texts)
+
+
+async def test_two_replicas_share_the_queue_and_embed_each_chunk_once(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    first_embedder = CountingEmbedder()
+    # The stack's own worker is replica 1; a second EmbeddingWorkers on the same database is replica 2.
+    stack = await start_stack(dsn, first_embedder)
+    clients = Clients(stack)
+    second_embedder = CountingEmbedder()
+    second_embedder.start()
+    pool = await open_pool(dsn)
+    replica = EmbeddingWorkers(pool, dsn, second_embedder, IngestSettings(embed_workers=2, embed_rescan_s=1), 4)
+    await replica.start()
+    try:
+        ws = await clients.workspace()
+        memories = await asyncio.gather(*(clients.write(ws.id, f"queue item number {i} of many") for i in range(60)))
+        for memory in memories:
+            await clients.wait_embedded(memory.id, ws.id)
+        embedded = first_embedder.texts + second_embedder.texts
+        assert len(embedded) == 60 and len(set(embedded)) == 60
+        assert first_embedder.texts and second_embedder.texts, "both replicas should have taken work"
+    finally:
+        await replica.stop()
+        await pool.close()
+        await clients.close()
+        await stack.stop()
+
+
+async def test_failures_are_retried_with_backoff_and_end_failed_with_the_error(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    # Nothing listens on port 9: every call fails as an unreachable embedding endpoint would.
+    dead = OpenAIEmbedder(url="http://127.0.0.1:9/v1", model="dead-model", dimension=64, timeout_s=0.2)
+    stack = await start_stack(
+        dsn, dead, MNEMO_EMBED_MAX_ATTEMPTS="3", MNEMO_EMBED_BACKOFF_S="0.05"
+    )
+    clients = Clients(stack)
+    try:
+        ws = await clients.workspace()
+        memory = await clients.write(ws.id, "this chunk can never be embedded")
+        conn = await asyncpg.connect(dsn)
+        try:
+
+            async def failed() -> bool:
+                row = await conn.fetchrow(
+                    "SELECT embed_status, embed_attempts, embed_error FROM chunks WHERE memory_id = $1", memory.id
+                )
+                return row["embed_status"] == "failed"
+
+            await eventually(failed, timeout=30)
+            row = await conn.fetchrow(
+                "SELECT embed_attempts, embed_error, content FROM chunks c "
+                "JOIN memory_versions v ON v.memory_id = c.memory_id WHERE c.memory_id = $1",
+                memory.id,
+            )
+        finally:
+            await conn.close()
+        assert row["embed_attempts"] == 3
+        assert "127.0.0.1:9" in row["embed_error"]
+        # Never lost: the content is stored, lexical search finds it, status reports the failure.
+        assert row["content"] == "this chunk can never be embedded"
+        assert ids(await clients.find(ws.id, "never embedded", mode="lexical")) == [memory.id]
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
+        assert status.chunks_failed == 1 and status.chunks_embedded == 0
+        assert "127.0.0.1:9" in status.last_error
+    finally:
+        await clients.close()
+        await stack.stop()
+
+
+@pytest.mark.parametrize("mode", ["hybrid"])
+async def test_with_the_embedder_down_hybrid_answers_from_lexical_and_says_so(postgres: Postgres, mode: str) -> None:
+    dsn = await postgres.create_database()
+    dead = OpenAIEmbedder(url="http://127.0.0.1:9/v1", model="dead-model", dimension=64, timeout_s=0.2)
+    stack = await start_stack(dsn, dead)
+    clients = Clients(stack)
+    try:
+        ws = await clients.workspace()
+        memory = await clients.write(ws.id, "the lexical leg still answers when vectors cannot")
+        response = await clients.find(ws.id, "lexical leg answers", mode=mode)
+        assert ids(response) == [memory.id]
+        assert len(response.degraded) == 1 and response.degraded[0].startswith("semantic:")
+        assert "127.0.0.1:9" in response.degraded[0]
+        lexical_only = await clients.find(ws.id, "lexical leg answers", mode="lexical")
+        assert ids(lexical_only) == [memory.id] and list(lexical_only.degraded) == []
+    finally:
+        await clients.close()
+        await stack.stop()
