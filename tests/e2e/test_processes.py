@@ -293,6 +293,17 @@ def postgres_processes(pgdata: Path) -> list[psutil.Process]:
     return found
 
 
+UP_EXIT_LIMIT_S = 30.0
+
+
+async def wait_exit(process: asyncio.subprocess.Process, timeout: float) -> bool:
+    try:
+        await asyncio.wait_for(process.wait(), timeout=timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
 async def test_up_answers_mcp_before_the_model_loads_and_stops_everything_on_sigterm() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="mnemo-"))
     pgdata = data_dir / "pg"
@@ -346,11 +357,14 @@ async def test_up_answers_mcp_before_the_model_loads_and_stops_everything_on_sig
 
         process.send_signal(signal.SIGTERM)
         signalled = time.perf_counter()
-        try:
-            code = await asyncio.wait_for(process.wait(), timeout=90)
-        except TimeoutError:
-            raise AssertionError("mnemo up still running 90 s after SIGTERM") from None
-        print(f"mnemo up: exited {time.perf_counter() - signalled:.2f} s after SIGTERM")
+        # The drain itself is bounded by MNEMO_GRPC_GRACE_S (5 s by default) plus stopping PostgreSQL;
+        # 30 s is also Kubernetes' default termination grace, after which a process is SIGKILLed.
+        # It is given longer than that to exit, so the checks below still say what state it left.
+        exited = await wait_exit(process, 3 * UP_EXIT_LIMIT_S)
+        took = time.perf_counter() - signalled
+        print(f"mnemo up: exited {took:.2f} s after SIGTERM")
+        assert exited, f"mnemo up still running {3 * UP_EXIT_LIMIT_S} s after SIGTERM"
+        code = process.returncode
         await reader.close()
         output = "\n".join(reader.lines[-60:]) + "\n--- stderr ---\n" + err_path.read_text(errors="replace")[-3000:]
         assert code == 0, output
@@ -358,6 +372,7 @@ async def test_up_answers_mcp_before_the_model_loads_and_stops_everything_on_sig
         assert reader.events("embedded_postgres_stopped"), output
         assert not postgres_processes(pgdata), [p.info for p in postgres_processes(pgdata)]
         assert not (pgdata / "postmaster.pid").exists()
+        assert took <= UP_EXIT_LIMIT_S, f"mnemo up took {took:.1f} s to exit after SIGTERM"
     finally:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):

@@ -278,10 +278,11 @@ ODD_UNICODE = st.text(
     max_size=120,
 )
 PUNCTUATION = st.text(alphabet=st.sampled_from(list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ’“”‘\t\n")), max_size=120)
-WORDS = ["or", "OR", "and", "not", "NOT", "foo", "brain", "nano-brain", "zebracorn", "exact", "phrase", "x", "1"]
-GLUE = ["", " ", "-", "'", "’", "_", '"', ":", ":*", "&", "|", "!", "<->", "<2>", "(", ")", "\\", ";", "--", "="]
-OPERATORISH_TEXT = st.lists(st.tuples(st.sampled_from(GLUE), st.sampled_from(WORDS)), max_size=12).map(
-    lambda pairs: "".join(glue + word for glue, word in pairs)
+# Operator-ish text: words (the keywords first) glued by the characters a query parser might act on.
+WORDS = ["or", "OR", "not", "and", "foo", "brain", "nano-brain", "zebracorn", "exact", "phrase", "x", "1"]
+GLUE = [" ", "'", "’", "-", '"', "_", ":", ":*", "&", "|", "!", "<->", "<2>", "(", ")", "\\", ";", "--", "=", ""]
+OPERATORISH_TEXT = st.lists(st.one_of(st.sampled_from(WORDS), st.sampled_from(GLUE)), min_size=1, max_size=16).map(
+    "".join
 )
 REGEX_TEXT = st.from_regex(
     r"\A(?:[ \-'\"!&|():*<>\\]{0,3}(?:or|and|not|OR|foo|brain|nano-brain|\w{1,6}|<\d>|<->|:\*|\$\d|--)){1,12}\Z"
