@@ -113,3 +113,15 @@ def load(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
     if validate is not None:
         validate()
     return instance
+
+
+def markdown_table(classes: tuple[type, ...]) -> str:
+    """The README's configuration table: every variable, its default and what it does."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for cls in classes:
+        for var in env_vars(cls):
+            default = var.shown_default if var.shown_default is not None else f"`{var.default}`"
+            if var.shown_default is None and var.default == "":
+                default = "(empty)"
+            rows.append(f"| `{var.name}` | {default} | {var.doc} |")
+    return "\n".join(rows)
