@@ -10,12 +10,12 @@ from typing import Any
 
 import asyncpg
 import grpc
+
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
-
 from mnemo_cli.stack import Stack, StackConfig
 from mnemo_embed import Embedder
 
@@ -67,7 +67,10 @@ class Clients:
     def __init__(self, stack: Stack) -> None:
         assert stack.ingest is not None and stack.search is not None
         self.stack = stack
-        self._channels = [grpc.aio.insecure_channel(stack.ingest.target), grpc.aio.insecure_channel(stack.search.target)]
+        self._channels = [
+            grpc.aio.insecure_channel(stack.ingest.target),
+            grpc.aio.insecure_channel(stack.search.target),
+        ]
         self.ingest = ingest_grpc.IngestServiceStub(self._channels[0])
         self.search = search_grpc.SearchServiceStub(self._channels[1])
 

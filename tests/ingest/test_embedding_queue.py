@@ -7,8 +7,8 @@ import asyncio
 import asyncpg
 import numpy as np
 import pytest
-from mnemo.search.v1 import search_service_pb2 as search_pb
 
+from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder, OpenAIEmbedder
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform.config import IngestSettings
@@ -88,9 +88,7 @@ async def test_failures_are_retried_with_backoff_and_end_failed_with_the_error(p
     dsn = await postgres.create_database()
     # Nothing listens on port 9: every call fails as an unreachable embedding endpoint would.
     dead = OpenAIEmbedder(url="http://127.0.0.1:9/v1", model="dead-model", dimension=64, timeout_s=0.2)
-    stack = await start_stack(
-        dsn, dead, MNEMO_EMBED_MAX_ATTEMPTS="3", MNEMO_EMBED_BACKOFF_S="0.05"
-    )
+    stack = await start_stack(dsn, dead, MNEMO_EMBED_MAX_ATTEMPTS="3", MNEMO_EMBED_BACKOFF_S="0.05")
     clients = Clients(stack)
     try:
         ws = await clients.workspace()

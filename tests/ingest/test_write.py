@@ -6,10 +6,10 @@ import asyncpg
 import grpc
 import pytest
 from google.protobuf import struct_pb2
+
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
-
 from tests.helpers import Clients, ids, table_counts
 
 
@@ -141,8 +141,6 @@ async def test_update_with_a_stale_expected_version_is_refused(hash_clients: Cli
         )
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "version 2" in err.value.details()
-
-
 
 
 BAD_WRITES = [

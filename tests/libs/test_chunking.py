@@ -23,7 +23,7 @@ def _words(text: str) -> list[str]:
 
 def _long_note(seed: int) -> str:
     rng = random.Random(seed)
-    vocabulary = "the deploy pipeline runs migrations before traffic shifts to new pods safely".split()
+    vocabulary = "the deploy pipeline runs migrations before traffic shifts to new pods safely".split()  # noqa: SIM905
     paragraphs = []
     for _ in range(12):
         sentences = [" ".join(rng.choices(vocabulary, k=rng.randint(5, 40))) + "." for _ in range(rng.randint(1, 9))]

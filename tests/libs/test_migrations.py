@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from mnemo_embed import HashEmbedder
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings
 from mnemo_ingest import IngestApp
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings
 from mnemo_store import MigrationError, apply_migrations, load_migrations
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from tests.helpers import Postgres
@@ -23,7 +23,7 @@ async def test_migrations_apply_once_even_when_started_concurrently(postgres: Po
         applied = await asyncio.gather(*(apply_migrations(c) for c in conns))
         names = [m.name for m in load_migrations()]
         # Exactly one of the racers applied each migration; the others found it done.
-        assert sorted(sum(applied, [])) == sorted(names)
+        assert sorted(name for names_applied in applied for name in names_applied) == sorted(names)
         rows = await conns[0].fetch("SELECT name FROM schema_migrations ORDER BY version")
         assert [r["name"] for r in rows] == names
         assert await apply_migrations(conns[0]) == []

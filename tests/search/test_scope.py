@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
+
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as pb
-
 from tests.helpers import Clients, ids
 
 # Every way a query reaches the database: each leg, and the lexical leg's OR relaxation.

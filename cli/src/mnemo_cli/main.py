@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemo_cli.client import ClientError, GatewayClient
 from mnemo_platform import load
 from mnemo_platform.config import ClientSettings, GatewaySettings
-
-from mnemo_cli.client import ClientError, GatewayClient
 
 KINDS = ["note", "decision", "lesson", "session", "import"]
 

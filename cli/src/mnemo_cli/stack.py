@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import structlog
+
 from mnemo_embed import Embedder, build_embedder
 from mnemo_gateway import GatewayApp
 from mnemo_ingest import IngestApp

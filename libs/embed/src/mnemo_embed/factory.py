@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from mnemo_platform.config import EmbeddingSettings
-
 from mnemo_embed.base import Embedder
+from mnemo_platform.config import EmbeddingSettings
 
 _instances: dict[EmbeddingSettings, Embedder] = {}
 

@@ -285,7 +285,6 @@ class LogSettings:
     )
 
 
-
 ALL_SETTINGS: tuple[type, ...] = (
     DatabaseSettings,
     EmbeddingSettings,

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+
 from mnemo_platform import current_call, current_trace_id
 
 GENESIS_HASH = "0" * 64

@@ -6,8 +6,9 @@ import json
 
 import asyncpg
 import structlog
-from mnemo_platform import Unavailable
 from pgvector.asyncpg import register_vector
+
+from mnemo_platform import Unavailable
 
 log = structlog.get_logger("mnemo.store")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 import structlog
-from mnemo_platform import FailedPrecondition
 
+from mnemo_platform import FailedPrecondition
 from mnemo_store.migrations import MIGRATION_LOCK_KEY
 
 log = structlog.get_logger("mnemo.store")

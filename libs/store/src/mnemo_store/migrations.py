@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 import structlog
+
 from mnemo_platform import FailedPrecondition
 
 log = structlog.get_logger("mnemo.store")

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
+
 from mnemo.common.v1 import common_pb2
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_value
-
 from mnemo_store.workspaces import WorkspaceRow
 
 # Columns of `memories m` that memory_message() reads; add `v.content` for content.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncpg
 import structlog
-from mnemo_platform import Unavailable
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
+from mnemo_platform import Unavailable
 from mnemo_store.database import check_server_version, open_pool
 from mnemo_store.embedding_space import ensure_embedding_space
 from mnemo_store.migrations import apply_migrations

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
+
 from mnemo_platform import InvalidArgument, NotFound
 
 GLOBAL_WORKSPACE = "global"

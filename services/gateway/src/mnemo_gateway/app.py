@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import structlog
 import uvicorn
-from mnemo_platform import GrpcApp, Registration
-from mnemo_platform.config import GatewaySettings
 
 from mnemo_gateway.backends import Backends
 from mnemo_gateway.http import build_http_app
 from mnemo_gateway.operations import Operations
+from mnemo_platform import GrpcApp, Registration
+from mnemo_platform.config import GatewaySettings
 
 log = structlog.get_logger("mnemo.gateway")
 

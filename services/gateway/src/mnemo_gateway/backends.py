@@ -6,11 +6,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+
 from mnemo.ingest.v1 import ingest_service_pb2_grpc
 from mnemo.search.v1 import search_service_pb2_grpc
-from mnemo_platform import open_channel
-
 from mnemo_gateway.errors import CallError
+from mnemo_platform import open_channel
 
 T = TypeVar("T")
 

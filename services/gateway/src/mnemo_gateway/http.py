@@ -11,8 +11,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
-from mnemo_platform import MnemoError
-from mnemo_platform.config import GatewaySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mnemo_gateway.errors import CallError
@@ -20,6 +18,8 @@ from mnemo_gateway.mcp_tools import build_mcp
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import RequestContextMiddleware
 from mnemo_gateway.rest import build_router
+from mnemo_platform import MnemoError
+from mnemo_platform.config import GatewaySettings
 
 log = structlog.get_logger("mnemo.gateway")
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
+from mnemo_gateway.app import GatewayApp
 from mnemo_platform import Component, load
 from mnemo_platform.config import GatewaySettings, ServiceAddresses
 from mnemo_platform.process import run_process
-
-from mnemo_gateway.app import GatewayApp
 
 
 def build(environ: Mapping[str, str] | None = None) -> GatewayApp:

@@ -8,7 +8,6 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mnemo_platform import MnemoError
 from pydantic import Field, ValidationError
 
 from mnemo_gateway.errors import CallError
@@ -23,6 +22,7 @@ from mnemo_gateway.schemas import (
     WriteInput,
     describe,
 )
+from mnemo_platform import MnemoError
 
 T = TypeVar("T")
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
-from mnemo_platform import enum_label, enum_value
-
 from mnemo_gateway.backends import Backends, call
 from mnemo_gateway.errors import CallError
 from mnemo_gateway.schemas import SearchInput, UpdateInput, WorkspaceInput, WriteInput
+from mnemo_platform import enum_label, enum_value
 
 
 def _check_text(value: Any, field: str) -> None:

@@ -8,10 +8,11 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import structlog
-from mnemo_platform import CallContext, new_request_id, reset_call, set_call
-from mnemo_platform.telemetry import tracer
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind
+
+from mnemo_platform import CallContext, new_request_id, reset_call, set_call
+from mnemo_platform.telemetry import tracer
 
 log = structlog.get_logger("mnemo.gateway")
 

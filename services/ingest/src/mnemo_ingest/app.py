@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncpg
+
 from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
+from mnemo_ingest.servicer import IngestServicer
+from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform import GrpcApp, Registration
 from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings
 from mnemo_store import prepare_database
-
-from mnemo_ingest.servicer import IngestServicer
-from mnemo_ingest.worker import EmbeddingWorkers
 
 SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+from mnemo_ingest.app import IngestApp
 from mnemo_platform import SettingsError, load
 from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings, ServiceAddresses
 from mnemo_platform.process import run_process
-
-from mnemo_ingest.app import IngestApp
 
 
 def build(environ: Mapping[str, str] | None = None) -> IngestApp:

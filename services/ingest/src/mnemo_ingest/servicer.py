@@ -7,9 +7,19 @@ from typing import Any
 
 import asyncpg
 import structlog
+
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder, chunk_text
+from mnemo_ingest.validation import (
+    Draft,
+    check_content,
+    check_metadata,
+    check_tags,
+    check_title,
+    check_write,
+    content_hash,
+)
 from mnemo_platform import AlreadyExists, FailedPrecondition, NotFound, current_call
 from mnemo_platform.config import IngestSettings
 from mnemo_store import (
@@ -24,16 +34,6 @@ from mnemo_store import (
     parse_memory_id,
     resolve_workspace,
     workspace_message,
-)
-
-from mnemo_ingest.validation import (
-    Draft,
-    check_content,
-    check_metadata,
-    check_tags,
-    check_title,
-    check_write,
-    content_hash,
 )
 
 log = structlog.get_logger("mnemo.ingest")

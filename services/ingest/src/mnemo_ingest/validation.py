@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
+
 from mnemo.common.v1 import common_pb2
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_label

@@ -8,11 +8,11 @@ from typing import Any
 
 import asyncpg
 import structlog
+
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_embed.chunking import Chunk
-from mnemo_platform.config import IngestSettings
-
 from mnemo_ingest.servicer import EMBED_CHANNEL
+from mnemo_platform.config import IngestSettings
 
 log = structlog.get_logger("mnemo.ingest.worker")
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncpg
+
 from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_platform import GrpcApp, Registration
 from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings
-from mnemo_store import prepare_database
-
 from mnemo_search.servicer import SearchServicer
+from mnemo_store import prepare_database
 
 SERVICE_NAME = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 
 import asyncpg
 import structlog
+
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_platform.config import SearchSettings
 from mnemo_platform.telemetry import tracer
-from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_predicate
-
 from mnemo_search.query import all_terms_query, any_term_query, literal_terms
 from mnemo_search.ranking import fuse_rankings, recency_factor
+from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_predicate
 
 log = structlog.get_logger("mnemo.search")
 

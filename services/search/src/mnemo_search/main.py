@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from mnemo_platform import SettingsError, load
 from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings, ServiceAddresses
 from mnemo_platform.process import run_process
-
 from mnemo_search.app import SearchApp
 
 

@@ -8,12 +8,14 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+
 from mnemo.common.v1 import common_pb2
 from mnemo.search.v1 import search_service_pb2 as pb
 from mnemo.search.v1 import search_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder
 from mnemo_platform import InvalidArgument, NotFound, enum_label
 from mnemo_platform.config import SearchSettings
+from mnemo_search.engine import LegHit, SearchEngine
 from mnemo_store import (
     GLOBAL_WORKSPACE,
     MEMORY_COLUMNS,
@@ -30,8 +32,6 @@ from mnemo_store import (
     timestamp,
     workspace_message,
 )
-
-from mnemo_search.engine import LegHit, SearchEngine
 
 MAX_QUERY_CHARS = 32 * 1024
 
