@@ -60,8 +60,24 @@ class LocalEmbedder:
 
     async def _load(self) -> None:
         log.info("embedder_loading", model=self.model, path=str(self.path))
+        loop = asyncio.get_running_loop()
+        loaded: asyncio.Future = loop.create_future()
+
+        def load() -> None:
+            try:
+                model = self._load_sync()
+            except BaseException as exc:
+                result, error = None, exc
+            else:
+                result, error = model, None
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_settle, loaded, result, error)
+
+        # A daemon thread, not the loop's executor: asyncio.run() waits for executor threads at
+        # exit, so a SIGTERM during the ~25 s torch import would otherwise hang shutdown.
+        threading.Thread(target=load, name="embedder-load", daemon=True).start()
         try:
-            self._st_model = await asyncio.to_thread(self._load_sync)
+            self._st_model = await loaded
         except Exception as exc:
             log.exception("embedder_load_failed", model=self.model)
             self._readiness.fail(f"{type(exc).__name__}: {exc}")
@@ -102,3 +118,12 @@ class LocalEmbedder:
                 show_progress_bar=False,
             )
         return [np.asarray(v, dtype=np.float32) for v in vectors]
+
+
+def _settle(future: asyncio.Future, result: object, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -230,6 +230,10 @@ class ServiceAddresses:
         "MNEMO_GRPC_TIMEOUT_S", 15.0, "Deadline of every gRPC call between services.", parse_positive_float
     )
 
+    def listen(self, target: str) -> str:
+        """What a service started alone binds: MNEMO_GRPC_HOST on the port of its own address."""
+        return f"{self.grpc_host}:{target.rsplit(':', 1)[-1]}"
+
 
 @dataclass(frozen=True)
 class GatewaySettings:

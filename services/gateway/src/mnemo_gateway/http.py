@@ -111,6 +111,9 @@ def build_http_app(operations: Operations, settings: GatewaySettings) -> Any:
         docs_url="/api/v1/docs",
         redoc_url=None,
         lifespan=lifespan,
+        # RequestContextMiddleware owns the server span; FastAPI's own would start a second trace
+        # (it ignores the span already open) and record the query string, which may hold user text.
+        telemetry={"tracing": False},
     )
     api.include_router(build_router(operations))
     api.router.routes.extend(mcp_app.routes)
