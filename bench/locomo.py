@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -413,6 +414,7 @@ async def search_all(
 
 async def run_benchmark(cfg: RunConfig, conversations: list[Conversation], dsn: str) -> dict[str, Any]:
     import httpx
+
     from mnemo_cli.stack import Stack, StackConfig
     from mnemo_embed.local import LocalEmbedder
 
@@ -462,7 +464,7 @@ async def run_benchmark(cfg: RunConfig, conversations: list[Conversation], dsn: 
 
 def git_info() -> dict[str, Any]:
     def git(*args: str) -> str:
-        return subprocess.run(  # noqa: S603 - fixed git arguments, no user input
+        return subprocess.run(
             ["git", *args],  # noqa: S607 - git from PATH is the one the developer uses
             cwd=REPO_ROOT,
             capture_output=True,
@@ -608,6 +610,14 @@ def print_report(report: dict[str, Any]) -> None:
         f"request(s) in flight, after {WARMUP_QUERIES} warm-up questions"
     )
     print(f"run took {report['duration_s']:.0f} s (model load {report['model_load_seconds']:.1f} s)")
+    machine = report["machine"]
+    before = machine["load_average_before"][0]
+    print(
+        f"machine: {machine['cpu_count']} CPUs; load average before the run {before:.2f}, "
+        f"after {machine['load_average_after'][0]:.2f}"
+    )
+    if before > 0.5 * (machine["cpu_count"] or 1):
+        print("WARNING: the machine was busy before the run started: timings are pessimistic")
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -671,7 +681,7 @@ def build_report(
     return {
         "benchmark": "locomo-retrieval",
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git": git_info(),
+        "git": {},
         "machine": machine_info(),
         "config": {
             "data": str(cfg.data),
@@ -771,6 +781,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Progress bars and gRPC's fork notices would drown the benchmark's own progress lines.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+    # Other work on a small machine skews every timing: record how busy it was before we started.
+    load_before = os.getloadavg()
+    git = git_info()
     try:
         conversations = load_dataset(cfg.data, cfg.conversations)
         data_sha = hashlib.sha256(cfg.data.read_bytes()).hexdigest()
@@ -793,6 +810,9 @@ def main(argv: list[str] | None = None) -> int:
         with embedded_postgres() as dsn:
             run = asyncio.run(run_benchmark(cfg, conversations, dsn))
         report = build_report(cfg, conversations, run, time.perf_counter() - started, data_sha)
+        report["git"] = git
+        report["machine"]["load_average_before"] = [round(x, 2) for x in load_before]
+        report["machine"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
 
         cfg.out.mkdir(parents=True, exist_ok=True)
         (cfg.out / "locomo.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -1,15 +1,16 @@
-"""All of Mnemo in one process: embedded (or given) PostgreSQL, ingest, search and gateway."""
+"""All of Mnemo in one process: the gateway first, then PostgreSQL, ingest and search."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
-from mnemo_embed import Embedder, build_embedder
 from mnemo_gateway import GatewayApp
-from mnemo_ingest import IngestApp
 from mnemo_platform import Component, load
 from mnemo_platform.config import (
     DatabaseSettings,
@@ -19,12 +20,32 @@ from mnemo_platform.config import (
     SearchSettings,
     ServiceAddresses,
 )
-from mnemo_search import SearchApp
-from mnemo_store import EmbeddedPostgres
 
 log = structlog.get_logger("mnemo.up")
 
 FREE_PORT = "127.0.0.1:0"
+
+
+def reserve_loopback_address() -> str:
+    """A free loopback port, known before its server starts, so the gateway can dial it early."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+def _load_backends() -> dict[str, Any]:
+    """Imports the database-backed services (numpy, asyncpg, tokenizers...), off the event loop."""
+    from mnemo_embed import build_embedder
+    from mnemo_ingest import IngestApp
+    from mnemo_search import SearchApp
+    from mnemo_store import EmbeddedPostgres
+
+    return {
+        "build_embedder": build_embedder,
+        "IngestApp": IngestApp,
+        "SearchApp": SearchApp,
+        "EmbeddedPostgres": EmbeddedPostgres,
+    }
 
 
 @dataclass
@@ -60,14 +81,19 @@ class StackConfig:
 
 @dataclass
 class Stack:
-    """A supervisor component: starts the parts in dependency order, stops them in reverse."""
+    """A supervisor component: starts the parts in dependency order and stops them in reverse.
+
+    The gateway starts first, on addresses reserved for ingest and search, so an agent's MCP
+    `initialize` is answered while PostgreSQL, the services and the model are still starting;
+    a tool called in that window gets a clear UNAVAILABLE error rather than a hang.
+    """
 
     config: StackConfig
-    embedder: Embedder | None = None
+    embedder: Any = None
     name: str = "mnemo"
-    postgres: EmbeddedPostgres | None = None
-    ingest: IngestApp | None = None
-    search: SearchApp | None = None
+    postgres: Any = None
+    ingest: Any = None
+    search: Any = None
     gateway: GatewayApp | None = None
     dsn: str = ""
     _started: list[Component] = field(default_factory=list)
@@ -78,27 +104,34 @@ class Stack:
 
     async def start(self) -> None:
         cfg = self.config
-        self.dsn = cfg.database.url
-        if not self.dsn:
-            self.postgres = EmbeddedPostgres(cfg.database.resolved_data_dir)
-            await self._start(self.postgres)
-            self.dsn = self.postgres.uri
-        embedder = self.embedder or build_embedder(cfg.embedding)
         grace = cfg.addresses.grace_s
+        ingest_addr = reserve_loopback_address() if cfg.ingest_addr == FREE_PORT else cfg.ingest_addr
+        search_addr = reserve_loopback_address() if cfg.search_addr == FREE_PORT else cfg.search_addr
         try:
-            self.ingest = IngestApp(self.dsn, cfg.ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder)
-            await self._start(self.ingest)
-            self.search = SearchApp(self.dsn, cfg.search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder)
-            await self._start(self.search)
             self.gateway = GatewayApp(
                 cfg.gateway,
                 cfg.gateway_grpc_addr,
                 grace,
-                self.ingest.target,
-                self.search.target,
+                ingest_addr,
+                search_addr,
                 cfg.addresses.call_timeout_s,
             )
             await self._start(self.gateway)
+            parts = await asyncio.to_thread(_load_backends)
+            self.dsn = cfg.database.url
+            if not self.dsn:
+                self.postgres = parts["EmbeddedPostgres"](cfg.database.resolved_data_dir)
+                await self._start(self.postgres)
+                self.dsn = self.postgres.uri
+            embedder = self.embedder or parts["build_embedder"](cfg.embedding)
+            self.ingest = parts["IngestApp"](
+                self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder
+            )
+            await self._start(self.ingest)
+            self.search = parts["SearchApp"](
+                self.dsn, search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder
+            )
+            await self._start(self.search)
         except BaseException:
             await self.stop()
             raise
@@ -110,8 +143,11 @@ class Stack:
                 await hook()
 
     async def stop(self) -> None:
-        while self._started:
-            component = self._started.pop()
+        # The public surface closes first so no request arrives at a service that is going away.
+        order = sorted(self._started, key=lambda c: c is not self.gateway)
+        order = order[:1] + list(reversed(order[1:])) if order and order[0] is self.gateway else list(reversed(order))
+        self._started.clear()
+        for component in order:
             try:
                 await component.stop()
             except Exception:

@@ -27,45 +27,53 @@ class Chunk:
 
 def _shorten(text: str, count: Callable[[str], int], budget: int) -> str:
     words = text.split()
-    while words and count(" ".join(words)) > budget:
-        words = words[: max(1, len(words) * 3 // 4)] if len(words) > 1 else []
-    return " ".join(words)
+    kept, used = [], 0
+    for word in words:
+        tokens = count(word)
+        if used + tokens > budget:
+            break
+        kept.append(word)
+        used += tokens
+    return " ".join(kept)
 
 
-def _split_oversized(text: str, count: Callable[[str], int], budget: int) -> list[str]:
-    """Cuts one piece that exceeds the budget: sentences, then words, then characters."""
-    sentences = _SENTENCE.split(text)
-    if len(sentences) > 1:
-        return [piece for s in sentences for piece in _fit(s, count, budget)]
-    words = text.split()
-    if len(words) > 1:
-        pieces, current = [], []
-        for word in words:
-            if count(word) > budget:
-                if current:
-                    pieces.append(" ".join(current))
-                    current = []
-                pieces.extend(_split_oversized(word, count, budget))
-                continue
-            if current and count(" ".join([*current, word])) > budget:
-                pieces.append(" ".join(current))
-                current = []
-            current.append(word)
-        if current:
-            pieces.append(" ".join(current))
-        return pieces
-    # One enormous "word" (a hash, base64, minified code): halve by characters until it fits.
-    half = max(1, len(text) // 2)
-    return _fit(text[:half], count, budget) + _fit(text[half:], count, budget)
+def _pack(pieces: list[tuple[str, int]], budget: int, separator: str) -> list[tuple[str, int]]:
+    """Greedily joins consecutive pieces while their summed token counts fit the budget.
+
+    Token counts add up across whitespace (the tokenizers split on it first), so each piece is
+    counted once and packing stays linear in the size of the note.
+    """
+    packed: list[tuple[str, int]] = []
+    current: list[str] = []
+    used = 0
+    for piece, tokens in pieces:
+        if current and used + tokens > budget:
+            packed.append((separator.join(current), used))
+            current, used = [], 0
+        current.append(piece)
+        used += tokens
+    if current:
+        packed.append((separator.join(current), used))
+    return packed
 
 
-def _fit(text: str, count: Callable[[str], int], budget: int) -> list[str]:
+def _fit(text: str, count: Callable[[str], int], budget: int) -> list[tuple[str, int]]:
+    """Pieces of `text`, each within the budget: whole, else by sentence, word, then character."""
     text = text.strip()
     if not text:
         return []
-    if count(text) <= budget:
-        return [text]
-    return _split_oversized(text, count, budget)
+    tokens = count(text)
+    if tokens <= budget:
+        return [(text, tokens)]
+    sentences = _SENTENCE.split(text)
+    if len(sentences) > 1:
+        return _pack([piece for sentence in sentences for piece in _fit(sentence, count, budget)], budget, " ")
+    words = text.split()
+    if len(words) > 1:
+        return _pack([piece for word in words for piece in _fit(word, count, budget)], budget, " ")
+    # One enormous "word" (a hash, base64, minified code): halve by characters until it fits.
+    half = max(1, len(text) // 2)
+    return _fit(text[:half], count, budget) + _fit(text[half:], count, budget)
 
 
 def chunk_text(title: str, content: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[Chunk]:
@@ -74,22 +82,8 @@ def chunk_text(title: str, content: str, count_tokens: Callable[[str], int], max
     if count_tokens(context) > MAX_CONTEXT_TOKENS:
         context = _shorten(context, count_tokens, MAX_CONTEXT_TOKENS)
     budget = max(16, max_tokens - _RESERVED_TOKENS - count_tokens(context))
-    pieces: list[tuple[str, int]] = []
-    for paragraph in _PARAGRAPH.split(content):
-        for piece in _fit(paragraph, count_tokens, budget):
-            pieces.append((piece, count_tokens(piece)))
-    chunks: list[str] = []
-    current: list[str] = []
-    used = 0
-    for piece, tokens in pieces:
-        # +1 for the separator between packed pieces.
-        if current and used + 1 + tokens > budget:
-            chunks.append("\n\n".join(current))
-            current, used = [], 0
-        current.append(piece)
-        used += tokens + (1 if used else 0)
-    if current:
-        chunks.append("\n\n".join(current))
+    pieces = [piece for paragraph in _PARAGRAPH.split(content) for piece in _fit(paragraph, count_tokens, budget)]
+    chunks = [text for text, _ in _pack(pieces, budget, "\n\n")]
     if not chunks:
         chunks = [content.strip()]
     return [Chunk(ordinal=i, context=context, text=text) for i, text in enumerate(chunks)]

@@ -77,6 +77,16 @@ class _BodyTooLarge(Exception):
     pass
 
 
+def _problem(error: dict[str, Any]) -> dict[str, str]:
+    """One validation problem as {field, message}; a JSON syntax error names its position."""
+    loc = [str(part) for part in error.get("loc", ()) if part != "body"]
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", "invalid JSON")
+        where = f" at character {loc[0]}" if loc else ""
+        return {"field": "body", "message": f"body is not valid JSON ({reason}{where})"}
+    return {"field": ".".join(loc), "message": error.get("msg", "")}
+
+
 def build_http_app(operations: Operations, settings: GatewaySettings) -> Any:
     mcp = build_mcp(operations)
     allowed_hosts = [f"{h}:*" for h in LOOPBACK_HOSTS]
@@ -133,17 +143,18 @@ def build_http_app(operations: Operations, settings: GatewaySettings) -> Any:
 
     @api.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            {"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "message": e.get("msg", "")}
-            for e in exc.errors()
-        ]
+        problems = [_problem(e) for e in exc.errors()]
         summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems)
         return _error(400, "INVALID_ARGUMENT", f"invalid request: {summary}", problems=problems)
 
     @api.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
-        return _error(exc.status_code, code, str(exc.detail))
+        code = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+        message = str(exc.detail)
+        if exc.status_code == 400:
+            # Starlette's only 400 here is a body it could not decode (bad UTF-8, absurd nesting).
+            message = f"{message}: the body must be UTF-8 JSON of a reasonable depth"
+        return _error(exc.status_code, code, message)
 
     @api.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

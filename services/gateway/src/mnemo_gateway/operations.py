@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -16,6 +16,8 @@ from mnemo_gateway.backends import Backends, call
 from mnemo_gateway.errors import CallError
 from mnemo_gateway.schemas import SearchInput, UpdateInput, WorkspaceInput, WriteInput
 from mnemo_platform import enum_label, enum_value
+
+T = TypeVar("T")
 
 
 def _check_text(value: Any, field: str) -> None:
@@ -108,27 +110,42 @@ class Operations:
     def __init__(self, backends: Backends, default_workspace: str) -> None:
         self.backends = backends
         self.default_workspace = default_workspace
-        self._default_ready = False
-        self._default_lock = asyncio.Lock()
 
-    async def workspace(self, *candidates: str | None) -> str:
-        """The first workspace named; else the default one, registered on first use."""
+    def workspace(self, *candidates: str | None) -> str:
+        """The first workspace named, else the default one."""
         for candidate in candidates:
             if candidate and candidate.strip():
                 return candidate.strip()
-        if not self._default_ready:
-            async with self._default_lock:
-                if not self._default_ready:
-                    await call(
-                        self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(name=self.default_workspace)
-                    )
-                    self._default_ready = True
         return self.default_workspace
+
+    async def _call(self, method: Callable[[Any], Awaitable[T]], request: Any) -> T:
+        """One call; the default workspace is registered on first use and the call retried once.
+
+        Registering only when a call reports it missing (rather than before every first call)
+        means a request refused for bad input leaves no trace, not even the default workspace.
+        """
+        try:
+            return await call(method, request)
+        except CallError as exc:
+            if exc.code != grpc.StatusCode.NOT_FOUND or getattr(request, "workspace", None) != self.default_workspace:
+                raise
+            try:
+                await call(
+                    self.backends.search.ResolveWorkspace,
+                    search_pb.ResolveWorkspaceRequest(workspace=self.default_workspace),
+                )
+            except CallError as missing:
+                if missing.code != grpc.StatusCode.NOT_FOUND:
+                    raise exc from None
+            else:
+                raise  # the workspace exists: the NOT_FOUND was about something else
+            await call(self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(name=self.default_workspace))
+            return await call(method, request)
 
     async def write(self, args: WriteInput, url_workspace: str | None, provenance: str) -> dict[str, Any]:
         _checked(args)
         request = ingest_pb.WriteMemoryRequest(
-            workspace=await self.workspace(args.workspace, url_workspace),
+            workspace=self.workspace(args.workspace, url_workspace),
             kind=enum_value(common_pb2.MemoryKind, args.kind, "kind"),
             title=args.title,
             content=args.content,
@@ -138,7 +155,7 @@ class Operations:
             idempotency_key=args.idempotency_key,
             provenance=enum_value(common_pb2.Provenance, args.provenance or provenance, "provenance"),
         )
-        response = await call(self.backends.ingest.WriteMemory, request)
+        response = await self._call(self.backends.ingest.WriteMemory, request)
         return {
             "outcome": enum_label(ingest_pb.WriteOutcome, response.outcome),
             "memory": memory_json(response.memory, with_content=False),
@@ -148,7 +165,7 @@ class Operations:
         _checked(args)
         _check_text(memory_id, "id")
         request = ingest_pb.UpdateMemoryRequest(
-            workspace=await self.workspace(args.workspace, url_workspace),
+            workspace=self.workspace(args.workspace, url_workspace),
             id=memory_id,
             content=args.content,
             tags=args.tags or [],
@@ -159,7 +176,7 @@ class Operations:
             request.title = args.title
         if args.metadata is not None:
             request.metadata.CopyFrom(_struct(args.metadata))
-        response = await call(self.backends.ingest.UpdateMemory, request)
+        response = await self._call(self.backends.ingest.UpdateMemory, request)
         return {
             "outcome": enum_label(ingest_pb.WriteOutcome, response.outcome),
             "memory": memory_json(response.memory, with_content=False),
@@ -167,10 +184,8 @@ class Operations:
 
     async def search(self, args: SearchInput, url_workspace: str | None) -> dict[str, Any]:
         _checked(args)
-        if not -(2**31) <= args.limit < 2**31:
-            raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"limit {args.limit} is out of range")
         request = search_pb.SearchRequest(
-            workspace=await self.workspace(args.workspace, url_workspace),
+            workspace=self.workspace(args.workspace, url_workspace),
             query=args.query,
             mode=enum_value(search_pb.SearchMode, args.mode, "mode"),
             limit=args.limit,
@@ -184,7 +199,7 @@ class Operations:
                 updated_before=_timestamp(args.updated_before),
             ),
         )
-        response = await call(self.backends.search.Search, request)
+        response = await self._call(self.backends.search.Search, request)
         results = []
         for hit in response.hits:
             item = memory_json(hit.memory, with_content=False)
@@ -205,8 +220,8 @@ class Operations:
     async def get(self, memory_id: str, workspace: str | None, url_workspace: str | None) -> dict[str, Any]:
         _check_text(memory_id, "id")
         _check_text(workspace, "workspace")
-        request = search_pb.GetMemoryRequest(workspace=await self.workspace(workspace, url_workspace), id=memory_id)
-        response = await call(self.backends.search.GetMemory, request)
+        request = search_pb.GetMemoryRequest(workspace=self.workspace(workspace, url_workspace), id=memory_id)
+        response = await self._call(self.backends.search.GetMemory, request)
         return memory_json(response.memory)
 
     async def list(
@@ -222,14 +237,14 @@ class Operations:
         if not 0 <= page_size < 2**31:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, f"page_size {page_size} is out of range")
         request = search_pb.ListMemoriesRequest(
-            workspace=await self.workspace(workspace),
+            workspace=self.workspace(workspace),
             page_size=page_size,
             page_token=page_token,
             filter=common_pb2.MemoryFilter(
                 kinds=[enum_value(common_pb2.MemoryKind, k, "kind") for k in kinds], tags=tags
             ),
         )
-        response = await call(self.backends.search.ListMemories, request)
+        response = await self._call(self.backends.search.ListMemories, request)
         return {
             "memories": [memory_json(m, with_content=False) for m in response.memories],
             "next_page_token": response.next_page_token,
@@ -239,12 +254,21 @@ class Operations:
         _check_text(workspace, "workspace")
         ref = workspace or url_workspace or ""
         response = await call(self.backends.search.GetStatus, search_pb.GetStatusRequest(workspace=ref))
-        data = json_format.MessageToDict(
-            response, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
-        )
-        if not response.HasField("workspace"):
-            data.pop("workspace", None)
-        data["services"] = self.backends.targets
+        data: dict[str, Any] = {
+            "memories": response.memories,
+            "chunks_pending": response.chunks_pending,
+            "chunks_embedded": response.chunks_embedded,
+            "chunks_failed": response.chunks_failed,
+            "oldest_pending_at": _iso(response.oldest_pending_at),
+            "last_error": response.last_error,
+            "embedding_model": response.embedding_model,
+            "embedding_dimension": response.embedding_dimension,
+            "embedder_state": response.embedder_state,
+            "embedder_ready": response.embedder_ready,
+            "services": self.backends.targets,
+        }
+        if response.HasField("workspace"):
+            data["workspace"] = workspace_json(response.workspace)
         return data
 
     async def add_workspace(self, args: WorkspaceInput) -> dict[str, Any]:

@@ -62,7 +62,10 @@ class UpdateInput(_Body):
     tags: list[str] | None = Field(None, description="New tags replacing the old; unchanged when omitted.")
     metadata: dict[str, Any] | None = Field(None, description="New metadata replacing the old; unchanged when omitted.")
     expected_version: int = Field(
-        0, ge=0, description="Refuse the update unless the memory is still at this version (0: don't check)."
+        0,
+        ge=0,
+        le=2**31 - 1,
+        description="Refuse the update unless the memory is still at this version (0: don't check).",
     )
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
 
@@ -77,7 +80,7 @@ class UpdateInput(_Body):
 class SearchInput(_Body):
     query: str = Field(description="What to look for, in plain words; taken literally (no operators).")
     mode: Mode = Field("hybrid", description="hybrid (default), lexical (exact words) or semantic (meaning).")
-    limit: int = Field(0, description="How many results (default 10, at most 100).")
+    limit: int = Field(0, ge=0, le=2**31 - 1, description="How many results (default 10, at most 100).")
     kinds: list[Kind] = Field(default_factory=list, description="Only these kinds.")
     tags: list[str] = Field(default_factory=list, description="Only memories carrying all of these tags.")
     created_after: datetime | None = Field(None, description="Only memories created at or after this time.")

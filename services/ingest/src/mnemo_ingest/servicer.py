@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -11,6 +12,7 @@ import structlog
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder, chunk_text
+from mnemo_ingest.indexing import compound_parts
 from mnemo_ingest.validation import (
     Draft,
     check_content,
@@ -51,7 +53,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
 
     async def WriteMemory(self, request: pb.WriteMemoryRequest, context: Any) -> pb.WriteMemoryResponse:
         draft = check_write(request, self.settings.max_content_bytes)
-        chunks = chunk_text(draft.title, draft.content, self.embedder.count_tokens, self.embedder.max_tokens)
+        chunks = await self._chunks(draft.title, draft.content)
         # A concurrent writer with the same source_uri or idempotency key can win the insert;
         # the second attempt then finds its row and answers as a replay or a new version.
         for attempt in range(3):
@@ -142,6 +144,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         content = check_content(request.content, self.settings.max_content_bytes)
         tags = check_tags(list(request.tags)) if request.replace_tags else None
         metadata = check_metadata(request.metadata) if request.HasField("metadata") else None
+        new_title = check_title(request.title, content) if request.HasField("title") else None
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_workspace(conn, request.workspace)
             row = await conn.fetchrow(
@@ -160,7 +163,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     f"memory {memory_id} is at version {row['version']}, not {request.expected_version}; "
                     "read it again before updating"
                 )
-            title = check_title(request.title, content) if request.HasField("title") else row["title"]
+            title = row["title"] if new_title is None else new_title
             tags = list(row["tags"]) if tags is None else tags
             metadata = row["metadata"] if metadata is None else metadata
             new_hash = content_hash(content)
@@ -173,7 +176,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 return pb.UpdateMemoryResponse(
                     memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_UNCHANGED
                 )
-            chunks = chunk_text(title, content, self.embedder.count_tokens, self.embedder.max_tokens)
+            chunks = await self._chunks(title, content)
             await self._new_version(conn, ws, row, title, content, new_hash, tags, metadata, chunks)
             return pb.UpdateMemoryResponse(
                 memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_NEW_VERSION
@@ -188,6 +191,10 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         return pb.AddWorkspaceResponse(workspace=workspace_message(row), created=created)
 
     # -- shared steps -------------------------------------------------------------------
+
+    async def _chunks(self, title: str, content: str) -> list:
+        # Tokenizing a 1 MiB note takes seconds: keep it off the event loop serving other calls.
+        return await asyncio.to_thread(chunk_text, title, content, self.embedder.count_tokens, self.embedder.max_tokens)
 
     async def _new_version(
         self,
@@ -247,9 +254,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     ) -> None:
         await conn.execute(
             """
-            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text)
-            SELECT $1, $2, $3, u.ordinal, u.context, u.text
-            FROM unnest($4::int[], $5::text[], $6::text[]) AS u(ordinal, context, text)
+            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts)
+            SELECT $1, $2, $3, u.ordinal, u.context, u.text, u.parts
+            FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS u(ordinal, context, text, parts)
             """,
             memory_id,
             version,
@@ -257,6 +264,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             [c.ordinal for c in chunks],
             [c.context for c in chunks],
             [c.text for c in chunks],
+            [compound_parts(c.text) for c in chunks],
         )
         # Delivered on commit: wakes the embedding workers of every ingest replica.
         await conn.execute("SELECT pg_notify($1, $2)", EMBED_CHANNEL, str(memory_id))

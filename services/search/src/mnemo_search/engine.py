@@ -13,7 +13,7 @@ import structlog
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_platform.config import SearchSettings
 from mnemo_platform.telemetry import tracer
-from mnemo_search.query import all_terms_query, any_term_query, literal_terms
+from mnemo_search.query import all_terms_query, any_term_query, literal_terms, relaxed_terms
 from mnemo_search.ranking import fuse_rankings, recency_factor
 from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_predicate
 
@@ -102,7 +102,7 @@ class SearchEngine:
             return LegResult()
         with tracer.start_as_current_span("mnemo.search.lexical"):
             hits = await self._lexical_match(scope, all_terms_query(terms), limit)
-            if hits or len(terms) == 1:
+            if hits or relaxed_terms(terms) == terms[:1]:
                 return LegResult(hits)
             # Nothing has every word: fall back to any word. Only the match clause changes;
             # the predicate (workspace, visibility, filters) is the same builder's output.

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import re
 
-# Words, keeping inner hyphens and apostrophes (nano-brain, don't); everything else separates.
-_TERM = re.compile(r"\w+(?:['’-]\w+)*")
+# Whitespace-separated pieces, without double quotes: each becomes one quoted phrase below.
+_PIECE = re.compile(r'[^\s"]+')
+_WORDLIKE = re.compile(r"\w")
+_WORD = re.compile(r"\w+")
 # Beyond this many distinct terms a query is a pasted document; the rest add cost, not recall.
 MAX_TERMS = 64
 
 
 def literal_terms(text: str) -> list[str]:
-    """Distinct terms in order of appearance, lower-cased.
+    """Distinct whitespace-separated terms in order of appearance, lower-cased, quotes removed.
 
-    The terms are later joined and parsed by websearch_to_tsquery. Because a term contains
-    only word characters (plus inner hyphens and apostrophes), quotes and a leading `-` never
-    reach it; the one word websearch_to_tsquery would read as an operator, `or`, is dropped
-    (it is an English stop word, so it would never match anyway).
+    Each term is later wrapped in double quotes for websearch_to_tsquery, which reads quoted
+    text as a phrase and interprets nothing inside it: `or`, a leading `-`, `&`, `|`, `!`
+    and `<->` are just text. PostgreSQL's own parser then splits the phrase, so copied
+    tokens such as `docs/release.md`, `ops@example.com` or `1.85.3` match as they were indexed.
     """
     seen: dict[str, None] = {}
-    for match in _TERM.finditer(text.lower()):
+    for match in _PIECE.finditer(text.lower()):
         term = match.group(0)
-        if term != "or" and term not in seen:
+        if _WORDLIKE.search(term) and term not in seen:
             seen[term] = None
             if len(seen) == MAX_TERMS:
                 break
@@ -30,9 +32,23 @@ def literal_terms(text: str) -> list[str]:
 
 def all_terms_query(terms: list[str]) -> str:
     """websearch_to_tsquery text matching every term."""
-    return " ".join(terms)
+    return " ".join(f'"{term}"' for term in terms)
+
+
+def relaxed_terms(terms: list[str]) -> list[str]:
+    """The terms and the words inside them (`title:foo` -> `title:foo`, `title`, `foo`).
+
+    A term that PostgreSQL reads as a phrase of several words (`title:foo` is `titl <-> foo`)
+    must be able to relax to its words, or a note holding only one of them is never found.
+    """
+    pieces: dict[str, None] = {}
+    for term in terms:
+        pieces[term] = None
+        for word in _WORD.findall(term):
+            pieces.setdefault(word, None)
+    return list(pieces)
 
 
 def any_term_query(terms: list[str]) -> str:
-    """websearch_to_tsquery text matching any term: the relaxed form."""
-    return " or ".join(terms)
+    """websearch_to_tsquery text matching any term or any word inside one: the relaxed form."""
+    return " or ".join(f'"{term}"' for term in relaxed_terms(terms))

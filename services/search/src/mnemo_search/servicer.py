@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -42,11 +43,10 @@ def _no_nul(value: str, field: str) -> str:
     return value
 
 
-def scope_for(ws: WorkspaceRow, message: common_pb2.MemoryFilter | None) -> Scope:
-    """The read scope: the workspace plus global, narrowed by the request's filter."""
-    workspace_ids = [ws.id] if ws.id == GLOBAL_WORKSPACE else [ws.id, GLOBAL_WORKSPACE]
+def filter_scope(message: common_pb2.MemoryFilter | None) -> Scope:
+    """The request's filter as a scope, checked before anything is read; workspaces come later."""
     if message is None:
-        return Scope(workspace_ids=workspace_ids)
+        return Scope(workspace_ids=None)
     kinds = []
     for kind in message.kinds:
         try:
@@ -57,7 +57,7 @@ def scope_for(ws: WorkspaceRow, message: common_pb2.MemoryFilter | None) -> Scop
             raise InvalidArgument(f"filter kind {kind} is not a known kind")
         kinds.append(label)
     return Scope(
-        workspace_ids=workspace_ids,
+        workspace_ids=None,
         kinds=kinds,
         tags=[_no_nul(tag, "filter tag") for tag in message.tags],
         created_after=from_timestamp(message.created_after, message.HasField("created_after")),
@@ -65,6 +65,12 @@ def scope_for(ws: WorkspaceRow, message: common_pb2.MemoryFilter | None) -> Scop
         updated_after=from_timestamp(message.updated_after, message.HasField("updated_after")),
         updated_before=from_timestamp(message.updated_before, message.HasField("updated_before")),
     )
+
+
+def in_workspace(scope: Scope, ws: WorkspaceRow) -> Scope:
+    """Narrows a scope to the caller's workspace plus global, which every workspace reads."""
+    workspace_ids = [ws.id] if ws.id == GLOBAL_WORKSPACE else [ws.id, GLOBAL_WORKSPACE]
+    return replace(scope, workspace_ids=workspace_ids)
 
 
 def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
@@ -91,8 +97,9 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         mode = enum_label(pb.SearchMode, request.mode) if request.mode else "hybrid"
         if not mode:
             raise InvalidArgument(f"mode {request.mode} is not a known search mode")
+        scope = filter_scope(request.filter if request.HasField("filter") else None)
         ws = await resolve_workspace(self.pool, request.workspace)
-        scope = scope_for(ws, request.filter if request.HasField("filter") else None)
+        scope = in_workspace(scope, ws)
         outcome = await self.engine.search(scope, text, mode, limit)
         response = pb.SearchResponse(
             degraded=outcome.degraded, lexical_relaxed=outcome.relaxed, workspace=workspace_message(ws)
@@ -116,7 +123,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         ws = await resolve_workspace(self.pool, request.workspace)
         params = Params()
         wanted = params.bind(memory_id)
-        predicate = build_predicate(scope_for(ws, None), params, memory="m")
+        predicate = build_predicate(in_workspace(filter_scope(None), ws), params, memory="m")
         row = await self.pool.fetchrow(
             f"SELECT {MEMORY_COLUMNS}, v.content FROM {MEMORY_WITH_CONTENT} WHERE m.id = {wanted} AND {predicate}",
             *params.values,
@@ -127,14 +134,14 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context: Any) -> pb.ListMemoriesResponse:
         size = self._limit(request.page_size, "page_size")
+        scope = filter_scope(request.filter if request.HasField("filter") else None)
+        cursor = _decode_token(request.page_token) if request.page_token else None
         ws = await resolve_workspace(self.pool, request.workspace)
         params = Params()
-        predicate = build_predicate(
-            scope_for(ws, request.filter if request.HasField("filter") else None), params, memory="m"
-        )
+        predicate = build_predicate(in_workspace(scope, ws), params, memory="m")
         after = ""
-        if request.page_token:
-            updated_at, last_id = _decode_token(request.page_token)
+        if cursor is not None:
+            updated_at, last_id = cursor
             after = f"AND (m.updated_at, m.id) < ({params.bind(updated_at)}, {params.bind(last_id)}::uuid)"
         rows = await self.pool.fetch(
             f"""
@@ -212,6 +219,10 @@ def _decode_token(token: str) -> tuple[datetime, str]:
     try:
         padded = token + "=" * (-len(token) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return datetime.fromisoformat(data["u"]), str(parse_memory_id(data["i"]))
-    except (ValueError, KeyError, TypeError, UnicodeError, InvalidArgument):
+        updated_at = datetime.fromisoformat(data["u"])
+        if updated_at.tzinfo is None:
+            raise ValueError("naive timestamp")
+        # In UTC, inside the try: a crafted offset can push the instant out of PostgreSQL's range.
+        return updated_at.astimezone(UTC), str(parse_memory_id(data["i"]))
+    except (ValueError, KeyError, TypeError, UnicodeError, OverflowError, InvalidArgument):
         raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None

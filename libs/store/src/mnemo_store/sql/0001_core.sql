@@ -65,10 +65,15 @@ CREATE TABLE chunks (
     ordinal          integer NOT NULL,
     context          text NOT NULL,
     text             text NOT NULL,
-    -- The memory's title is weighted above the body so a title match ranks first.
+    -- The words inside compound tokens of the text (docs/release.md -> docs release md), which
+    -- PostgreSQL's parser indexes only whole, so that `release.md` finds `docs/release.md`.
+    parts            text NOT NULL DEFAULT '',
+    -- The memory's title is weighted above the body so a title match ranks first; the parts
+    -- carry the lowest weight because they repeat what the body already says.
     tsv              tsvector GENERATED ALWAYS AS (
                          setweight(to_tsvector('english', context), 'A') ||
-                         setweight(to_tsvector('english', text), 'B')) STORED,
+                         setweight(to_tsvector('english', text), 'B') ||
+                         setweight(to_tsvector('english', parts), 'D')) STORED,
     embed_status     text NOT NULL DEFAULT 'pending' CHECK (embed_status IN ('pending', 'embedded', 'failed')),
     embed_model      text,
     embed_attempts   integer NOT NULL DEFAULT 0,
