@@ -33,7 +33,7 @@ async def test_the_cli_round_trip(hash_stack: Stack, tmp_path: Path) -> None:
     (project / "sub").mkdir(parents=True)
     code, out, err = await mnemo(hash_stack, "workspace", "add", cwd=str(project))
     assert code == 0, err
-    assert f"registered: proj (id " in out and str(project) in out
+    assert "registered: proj (id " in out and str(project) in out
 
     code, out, err = await mnemo(
         hash_stack,
@@ -76,10 +76,10 @@ async def test_the_cli_round_trip(hash_stack: Stack, tmp_path: Path) -> None:
 
 
 async def test_cli_errors_are_one_line_with_the_reason(hash_stack: Stack) -> None:
-    code, out, err = await mnemo(hash_stack, "get", "not-a-uuid")
+    code, _, err = await mnemo(hash_stack, "get", "not-a-uuid")
     assert code == 1 and err.startswith("mnemo: INVALID_ARGUMENT: id 'not-a-uuid' is not a memory id")
     assert "Traceback" not in err
-    code, out, err = await mnemo(hash_stack, "search", "x", "-w", "no-such-workspace")
+    code, _, err = await mnemo(hash_stack, "search", "x", "-w", "no-such-workspace")
     assert code == 1 and "mnemo workspace add" in err
     # Nothing listening: the message says how to start Mnemo.
     process = await asyncio.create_subprocess_exec(
