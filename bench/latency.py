@@ -1,0 +1,221 @@
+"""Start-up and freshness latency: how soon an agent can talk to Mnemo, and how soon a note is found.
+
+Measures, on this machine, in one run:
+- spawn of `mnemo up` -> first MCP `initialize` answered, -> "ready" printed, -> embedder ready
+  (cold: a new data directory; warm: the same directory again);
+- spawn of `mnemo serve gateway` alone -> first MCP `initialize` answered;
+- a note's write returning -> found by lexical search, and -> found by semantic search.
+Prints a table and writes bench/results/latency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MNEMO = str(Path(sys.executable).parent / "mnemo")
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def initialize_answered(client: httpx.Client, base: str) -> bool:
+    try:
+        response = client.post(f"{base}/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=2)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and "serverInfo" in response.text
+
+
+class Spawned:
+    """A child process whose stdout lines are timestamped as they arrive."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[tuple[float, str]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append((time.perf_counter() - self.started, line.rstrip()))
+
+    def first(self, needle: str) -> float | None:
+        return next((t for t, line in self.lines if needle in line), None)
+
+    def stop(self) -> float:
+        started = time.perf_counter()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        return time.perf_counter() - started
+
+
+def measure_up(data_dir: str, measure_notes: bool = False, timeout: float = 180.0) -> dict[str, Any]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MNEMO_DATA_DIR": data_dir, "MNEMO_HTTP_PORT": str(port), "MNEMO_LOG_FORMAT": "json"}
+    proc = Spawned([MNEMO, "up"], env)
+    result: dict[str, Any] = {}
+    with httpx.Client() as client:
+        deadline = time.perf_counter() + timeout
+        while "initialize_s" not in result:
+            if proc.process.poll() is not None or time.perf_counter() > deadline:
+                tail = "\n".join(text for _, text in proc.lines[-20:])
+                raise RuntimeError(f"mnemo up exited or never answered:\n{tail}")
+            if initialize_answered(client, base):
+                result["initialize_s"] = time.perf_counter() - proc.started
+            else:
+                time.sleep(0.02)
+        while proc.first("Mnemo is ready") is None:
+            time.sleep(0.05)
+        result["ready_s"] = proc.first("Mnemo is ready")
+        while (status := client.get(f"{base}/api/v1/status").json())["embedder_state"] == "loading":
+            time.sleep(0.1)
+        result["embedder_ready_s"] = time.perf_counter() - proc.started
+        result["embedder_state"] = status["embedder_state"]
+        result["freshness"] = measure_freshness(client, base) if measure_notes else None
+    result["stop_s"] = proc.stop()
+    result["exit_code"] = proc.process.returncode
+    return result
+
+
+def measure_gateway_alone() -> dict[str, Any]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "MNEMO_HTTP_PORT": str(port),
+        "MNEMO_GATEWAY_GRPC_ADDR": f"127.0.0.1:{free_port()}",
+        "MNEMO_LOG_FORMAT": "json",
+    }
+    proc = Spawned([MNEMO, "serve", "gateway"], env)
+    with httpx.Client() as client:
+        while not initialize_answered(client, base):
+            if proc.process.poll() is not None:
+                raise RuntimeError("gateway exited:\n" + "\n".join(text for _, text in proc.lines[-20:]))
+            time.sleep(0.02)
+    answered = time.perf_counter() - proc.started
+    proc.stop()
+    return {"initialize_s": answered}
+
+
+def measure_freshness(client: httpx.Client, base: str, notes: int = 20) -> dict[str, Any]:
+    """Write one note at a time to an idle Mnemo; time until each search mode finds it."""
+    workspace = f"fresh-{uuid.uuid4().hex[:6]}"
+    client.post(f"{base}/api/v1/workspaces", json={"name": workspace}).raise_for_status()
+    lexical, semantic = [], []
+    for i in range(notes):
+        token = uuid.uuid4().hex[:10]
+        text = f"Note {i} about the {token} rollout: canary first, then ten percent of traffic, then all."
+        response = client.post(f"{base}/api/v1/memories", json={"workspace": workspace, "content": text})
+        response.raise_for_status()
+        written_at = time.perf_counter()
+        memory_id = response.json()["memory"]["id"]
+        for mode, sink in (("lexical", lexical), ("semantic", semantic)):
+            while True:
+                found = client.post(
+                    f"{base}/api/v1/search", json={"workspace": workspace, "query": text, "mode": mode, "limit": 3}
+                ).json()
+                if any(r["id"] == memory_id for r in found["results"]):
+                    sink.append(time.perf_counter() - written_at)
+                    break
+                if time.perf_counter() - written_at > 30:
+                    raise RuntimeError(f"note {memory_id} not found by {mode} search after 30 s")
+                time.sleep(0.01)
+    return {
+        "notes": notes,
+        "lexical_p50_s": statistics.median(lexical),
+        "lexical_max_s": max(lexical),
+        "semantic_p50_s": statistics.median(semantic),
+        "semantic_p95_s": statistics.quantiles(semantic, n=20)[18],
+        "semantic_max_s": max(semantic),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.latency", description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="warm `mnemo up` starts to time (default 3)")
+    parser.add_argument("--out", default="bench/results")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    root = tempfile.mkdtemp(prefix="mnemo-lat-")
+    print("cold start of `mnemo up` (new data directory)...", flush=True)
+    cold = measure_up(f"{root}/data", measure_notes=True)
+    warm = []
+    for i in range(args.runs):
+        print(f"warm start {i + 1}/{args.runs}...", flush=True)
+        warm.append(measure_up(f"{root}/data"))
+    gateway = [measure_gateway_alone() for _ in range(args.runs)]
+    med = lambda key: statistics.median(r[key] for r in warm)  # noqa: E731
+    results = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "cold_up": {k: v for k, v in cold.items() if k != "freshness"},
+        "warm_up_runs": [{k: v for k, v in r.items() if k != "freshness"} for r in warm],
+        "warm_up_median": {k: med(k) for k in ("initialize_s", "ready_s", "embedder_ready_s", "stop_s")},
+        "gateway_alone_initialize_s": [g["initialize_s"] for g in gateway],
+        "freshness": cold["freshness"],
+    }
+    out = REPO_ROOT / args.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latency.json").write_text(json.dumps(results, indent=2))
+    f = results["freshness"]
+    warm_median = results["warm_up_median"]
+    rows = [
+        ("`mnemo up` cold: spawn -> MCP initialize answered", f"{cold['initialize_s']:.2f}"),
+        ("`mnemo up` cold: spawn -> ready printed", f"{cold['ready_s']:.2f}"),
+        (f"`mnemo up` warm (median of {len(warm)}): spawn -> MCP initialize", f"{warm_median['initialize_s']:.2f}"),
+        ("`mnemo up` warm: spawn -> ready printed", f"{warm_median['ready_s']:.2f}"),
+        ("`mnemo up` warm: spawn -> embedder ready", f"{warm_median['embedder_ready_s']:.2f}"),
+        ("`mnemo up` warm: SIGTERM -> exit", f"{warm_median['stop_s']:.2f}"),
+        (
+            "`mnemo serve gateway`: spawn -> MCP initialize (median)",
+            f"{statistics.median(results['gateway_alone_initialize_s']):.2f}",
+        ),
+        (
+            "write returned -> found by lexical search (p50 / max)",
+            f"{f['lexical_p50_s']:.3f} / {f['lexical_max_s']:.3f}",
+        ),  # noqa: E501
+        (
+            "write returned -> found by semantic search (p50 / p95 / max)",
+            f"{f['semantic_p50_s']:.3f} / {f['semantic_p95_s']:.3f} / {f['semantic_max_s']:.3f}",
+        ),
+    ]
+    print("\n| measured (seconds) | value |\n| --- | --- |")
+    for label, value in rows:
+        print(f"| {label} | {value} |")
+    print(f"\nwritten to {out / 'latency.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
