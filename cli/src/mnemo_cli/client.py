@@ -6,9 +6,7 @@ from typing import Any
 
 import httpx
 
-
-class ClientError(Exception):
-    """A request the CLI could not complete; the message is for the user."""
+from mnemo_cli.errors import ClientError
 
 
 class GatewayClient:

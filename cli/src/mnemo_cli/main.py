@@ -8,11 +8,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mnemo_cli.client import ClientError, GatewayClient
+from mnemo_cli.errors import ClientError
 from mnemo_platform import load
 from mnemo_platform.config import ClientSettings, GatewaySettings
+
+if TYPE_CHECKING:
+    from mnemo_cli.client import GatewayClient
 
 KINDS = ["note", "decision", "lesson", "session", "import"]
 
@@ -27,6 +30,10 @@ def _workspace_ref(value: str | None) -> str | None:
 
 
 def _client() -> GatewayClient:
+    # httpx is imported only by the commands that talk to a running Mnemo: `up` and `serve`
+    # start faster without it, and the gateway's first MCP answer comes sooner.
+    from mnemo_cli.client import GatewayClient
+
     settings = load(ClientSettings)
     return GatewayClient(settings.resolved_url(load(GatewaySettings)))
 
