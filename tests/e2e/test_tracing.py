@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanKind
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
 from mnemo_platform.telemetry import configure_tracing
-from tests.helpers import Postgres, eventually, start_stack
+from tests.helpers import Clients, Postgres, eventually, start_stack
 
 INGEST = "mnemo.ingest.v1.IngestService"
 SEARCH = "mnemo.search.v1.SearchService"
@@ -40,6 +40,11 @@ def exporter() -> Iterator[InMemorySpanExporter]:
 @pytest.fixture(scope="module")
 async def traced_stack(exporter: InMemorySpanExporter, postgres: Postgres) -> AsyncIterator[Stack]:
     stack = await start_stack(await postgres.create_database("trace"), HashEmbedder(64))
+    # Registered up front: the gateway's first use of the default workspace registers it and
+    # retries (two WriteMemory calls), which is not the one-call trace these tests examine.
+    clients = Clients(stack)
+    await clients.workspace("default")
+    await clients.close()
     yield stack
     await stack.stop()
 
