@@ -21,6 +21,7 @@ from mnemo_platform.errors import (
     PermissionDenied,
     Unauthenticated,
     Unavailable,
+    treat_as_unavailable,
 )
 from mnemo_platform.grpc_server import GrpcApp, GrpcServer, Registration
 from mnemo_platform.logging import configure_logging
@@ -63,4 +64,5 @@ __all__ = [
     "set_call",
     "shutdown_tracing",
     "tracer",
+    "treat_as_unavailable",
 ]

@@ -41,3 +41,16 @@ class PermissionDenied(MnemoError):
 
 class Unauthenticated(MnemoError):
     code = grpc.StatusCode.UNAUTHENTICATED
+
+
+# Exceptions that mean "a dependency is down", not "a bug": the error-mapping interceptor
+# answers them with UNAVAILABLE, which callers may retry. Libraries add their own types
+# (mnemo_store adds asyncpg's connection errors) so that this package needs no driver.
+UNAVAILABLE_ERRORS: list[type[BaseException]] = [ConnectionError, TimeoutError]
+
+
+def treat_as_unavailable(*types: type[BaseException]) -> None:
+    """Registers exception types that the error-mapping interceptor reports as UNAVAILABLE."""
+    for exc_type in types:
+        if exc_type not in UNAVAILABLE_ERRORS:
+            UNAVAILABLE_ERRORS.append(exc_type)

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from mnemo_platform.context import call_from_metadata, reset_call, set_call
-from mnemo_platform.errors import MnemoError
+from mnemo_platform.errors import UNAVAILABLE_ERRORS, MnemoError
 
 log = structlog.get_logger("mnemo.grpc")
 
@@ -80,6 +80,9 @@ def _error_mapping(inner: Handler, method: str) -> Handler:
             raise
         except MnemoError as exc:
             await context.abort(exc.code, exc.message)
+        except tuple(UNAVAILABLE_ERRORS) as exc:
+            log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"a dependency is unavailable: {type(exc).__name__}")
         except Exception:
             log.exception("rpc_failed", method=method)
             await context.abort(

@@ -8,9 +8,18 @@ import asyncpg
 import structlog
 from pgvector.asyncpg import register_vector
 
-from mnemo_platform import Unavailable
+from mnemo_platform import Unavailable, treat_as_unavailable
 
 log = structlog.get_logger("mnemo.store")
+
+# A lost or refused database connection is an outage to report as UNAVAILABLE, not a bug.
+treat_as_unavailable(
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+)
 
 _instrumented = False
 
