@@ -14,7 +14,17 @@ from mcp.client.client import Client
 from mnemo_cli.stack import Stack
 from tests.helpers import eventually
 
-TOOLS = {"memory_write", "memory_search", "memory_get", "memory_update", "memory_status"}
+TOOLS = {
+    "memory_write",
+    "memory_search",
+    "memory_get",
+    "memory_update",
+    "memory_status",
+    "memory_supersede",
+    "memory_retract",
+    "memory_delete",
+    "memory_history",
+}
 
 
 def _data(result: Any) -> dict[str, Any]:

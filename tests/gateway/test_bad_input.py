@@ -270,7 +270,7 @@ BAD_REQUESTS = [
     Bad("unknown-api-route", "GET", f"{API}/memorys", status=404),
     Bad("unknown-root-route", "GET", "/etc/passwd", status=404),
     Bad("path-traversal-route", "GET", f"{API}/%2e%2e/%2e%2e/etc/passwd", status=404),
-    Bad("method-not-allowed", "DELETE", ONE, status=405),
+    Bad("method-not-allowed", "PUT", ONE, status=405),
     Bad("put-not-allowed", "PUT", MEMORIES, body(content="x"), status=405),
 ]
 
@@ -372,7 +372,17 @@ async def test_a_refused_request_does_not_register_the_default_workspace(fresh_s
 
 # -- MCP ----------------------------------------------------------------------------------------------------
 
-TOOLS = {"memory_write", "memory_search", "memory_get", "memory_update", "memory_status"}
+TOOLS = {
+    "memory_write",
+    "memory_search",
+    "memory_get",
+    "memory_update",
+    "memory_status",
+    "memory_supersede",
+    "memory_retract",
+    "memory_delete",
+    "memory_history",
+}
 
 
 def crash_text(tool: str) -> str:

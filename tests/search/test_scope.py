@@ -166,6 +166,10 @@ async def test_explain_breaks_the_score_down(hash_clients: Clients, scoped: dict
     assert top.explanation.lexical.rank >= 1 and top.explanation.semantic.rank >= 1
     assert top.explanation.semantic.score > 0
     assert 0 < top.explanation.recency_factor <= 1
-    assert top.score == pytest.approx(top.explanation.fused_score * top.explanation.recency_factor)
+    # An active agent note: the status weight (0.85) times the provenance weight (1.0).
+    assert top.explanation.trust_factor == pytest.approx(0.85)
+    assert top.score == pytest.approx(
+        top.explanation.fused_score * top.explanation.recency_factor * top.explanation.trust_factor
+    )
     plain = await hash_clients.find(scoped["ws"].id, "zebra migration plan", mode="hybrid")
     assert not plain.hits[0].HasField("explanation")

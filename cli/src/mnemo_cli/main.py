@@ -73,6 +73,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         "kind": args.kind,
         "tags": args.tag or [],
         "source_uri": args.source_uri,
+        "valid_from": args.valid_from,
         "workspace": _workspace_ref(args.workspace),
     }
     result = _client().request("POST", "/memories", json=body)
@@ -105,6 +106,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         "kinds": args.kind or [],
         "tags": args.tag or [],
         "explain": args.explain,
+        "include_history": args.history,
+        "as_of": args.as_of,
+        "valid_at": args.valid_at,
         "workspace": _workspace_ref(args.workspace),
     }
     result = _client().request("POST", "/search", json=body)
@@ -126,8 +130,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _params(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """Query parameters, leaving out what the user did not give."""
+    params = {"workspace": _workspace_ref(args.workspace), **extra}
+    return {key: value for key, value in params.items() if value not in (None, "", False)}
+
+
 def cmd_get(args: argparse.Namespace) -> int:
-    params = {"workspace": _workspace_ref(args.workspace)} if args.workspace else None
+    params = _params(args, include_history=args.history, as_of=args.as_of, valid_at=args.valid_at)
     memory = _client().request("GET", f"/memories/{args.id}", params=params)
     if args.json:
         _print_json(memory)
@@ -142,7 +152,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    params = {"workspace": _workspace_ref(args.workspace)} if args.workspace else None
+    params = _params(args)
     status = _client().request("GET", "/status", params=params)
     if args.json:
         _print_json(status)
@@ -158,6 +168,130 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status.get("last_error"):
         print(f"last embedding error: {status['last_error']}")
     return 0
+
+
+def _print_memory_line(prefix: str, memory: dict[str, Any]) -> None:
+    print(f"{prefix}: {memory['id']}  {memory['title']}  {memory['label']}")
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    content = args.content if args.content not in (None, "-") else sys.stdin.read()
+    body: dict[str, Any] = {
+        "content": content,
+        "title": args.title,
+        "reason": args.reason,
+        "valid_from": args.valid_from,
+        "workspace": _workspace_ref(args.workspace),
+    }
+    result = _client().request("POST", f"/memories/{args.id}/supersede", json=body)
+    if args.json:
+        _print_json(result)
+    else:
+        _print_memory_line("superseded", result["superseded"])
+        _print_memory_line("successor ", result["successor"])
+    return 0
+
+
+def cmd_retract(args: argparse.Namespace) -> int:
+    body = {"reason": args.reason, "workspace": _workspace_ref(args.workspace)}
+    result = _client().request("POST", f"/memories/{args.id}/retract", json=body)
+    _print_json(result) if args.json else _print_memory_line("retracted", result["memory"])
+    return 0
+
+
+def cmd_confirm(args: argparse.Namespace) -> int:
+    body = {"reason": args.reason, "workspace": _workspace_ref(args.workspace)}
+    result = _client().request("POST", f"/memories/{args.id}/confirm", json=body)
+    verb = "confirmed" if result["outcome"] != "unchanged" else "already confirmed"
+    _print_json(result) if args.json else _print_memory_line(verb, result["memory"])
+    return 0
+
+
+def _print_tombstone(verb: str, stone: dict[str, Any]) -> None:
+    print(f"{verb}: {stone['memory_id']} (by {stone['principal']}, {stone['deleted_at']})")
+    if stone["source_uri"]:
+        print(f"  writes from {stone['source_uri']} are refused while the tombstone stands")
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    result = _client().request("DELETE", f"/memories/{args.id}", params=_params(args, reason=args.reason))
+    if args.json:
+        _print_json(result)
+    else:
+        _print_tombstone("deleted", result["tombstone"])
+        print(f"  undo with: mnemo restore {args.id}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    result = _client().request(
+        "POST", f"/memories/{args.id}/restore", json={"workspace": _workspace_ref(args.workspace)}
+    )
+    _print_json(result) if args.json else _print_memory_line("restored", result["memory"])
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    body = {"force": args.force, "reason": args.reason, "workspace": _workspace_ref(args.workspace)}
+    result = _client().request("POST", f"/memories/{args.id}/purge", json=body)
+    _print_json(result) if args.json else _print_tombstone("purged", result["tombstone"])
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    result = _client().request("GET", f"/memories/{args.id}/history", params=_params(args))
+    if args.json:
+        _print_json(result)
+        return 0
+    memory = result["memory"]
+    print(f"{memory['title']}  {memory['label']}")
+    print("versions:")
+    for v in result["versions"]:
+        until = f" until {v['recorded_to']}" if v["recorded_to"] else " (current)"
+        first = " ".join(v["content"].split())[:100]
+        print(f"  v{v['version']} by {v['author']}, {v['recorded_from']}{until}: {first}")
+    print("status:")
+    for st in result["states"]:
+        extra = f" by {st['superseded_by']}" if st["superseded_by"] else ""
+        why = f" ({st['reason']})" if st["reason"] else ""
+        print(f"  {st['recorded_from']}  {st['status']}{extra}{why}  [{st['principal']}]")
+    return 0
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    details = ", ".join(f"{k}={v}" for k, v in event["details"].items() if v)
+    memory = f" {event['memory_id']}" if event["memory_id"] else ""
+    version = f" v{event['version']}" if event["version"] else ""
+    return f"#{event['id']:<6} {event['at']}  {event['action']:<13} {event['principal']:<10}{memory}{version}" + (
+        f"  ({details})" if details else ""
+    )
+
+
+def cmd_audit_log(args: argparse.Namespace) -> int:
+    params = _params(args, memory=args.memory, page_size=args.limit)
+    result = _client().request("GET", "/audit", params=params)
+    if args.json:
+        _print_json(result)
+        return 0
+    for event in result["events"]:
+        print(_event_line(event))
+    if not result["events"]:
+        print("no events")
+    return 0
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    result = _client().request("GET", "/audit/verify", params=_params(args))
+    if args.json:
+        _print_json(result)
+    elif result["ok"]:
+        print(f"ok: {result['events_checked']} events in {result['workspaces_checked']} chains verified")
+    else:
+        print(
+            f"BROKEN: workspace {result['broken_workspace_id']}, event #{result['broken_event_id']}: "
+            f"{result['problem']}"
+        )
+    return 0 if result["ok"] else 3
 
 
 def cmd_workspace_add(args: argparse.Namespace) -> int:
@@ -205,12 +339,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print the raw JSON response")
         return p
 
+    def with_time(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--history", action="store_true", help="include superseded, retracted... memories")
+        p.add_argument("--as-of", help="read as recorded at this time (ISO 8601)")
+        p.add_argument("--valid-at", help="only beliefs that held at this time (ISO 8601)")
+
     write = with_common(sub.add_parser("write", help="write a memory (content from the argument or stdin)"))
     write.add_argument("content", nargs="?", help="the text; `-` or nothing reads stdin")
     write.add_argument("--title", default="")
     write.add_argument("--kind", choices=KINDS, default="note")
     write.add_argument("--tag", action="append", help="a tag (repeatable)")
     write.add_argument("--source-uri", default="")
+    write.add_argument("--valid-from", help="when the belief starts to hold (ISO 8601)")
     write.set_defaults(func=cmd_write)
 
     update = with_common(sub.add_parser("update", help="store a new version of a memory"))
@@ -226,11 +366,59 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--kind", action="append", choices=KINDS)
     search.add_argument("--tag", action="append")
     search.add_argument("--explain", action="store_true", help="show per-leg ranks and scores")
+    with_time(search)
     search.set_defaults(func=cmd_search)
 
     get = with_common(sub.add_parser("get", help="show one memory in full"))
     get.add_argument("id")
+    with_time(get)
     get.set_defaults(func=cmd_get)
+
+    supersede = with_common(sub.add_parser("supersede", help="replace a belief with a successor"))
+    supersede.add_argument("id", help="the memory that no longer holds")
+    supersede.add_argument("content", nargs="?", help="the new belief; `-` or nothing reads stdin")
+    supersede.add_argument("--title", default="")
+    supersede.add_argument("--reason", default="", help="why the old belief no longer holds")
+    supersede.add_argument("--valid-from", help="when the new belief starts to hold (ISO 8601; default now)")
+    supersede.set_defaults(func=cmd_supersede)
+
+    retract = with_common(sub.add_parser("retract", help="mark a belief wrong, with no successor"))
+    retract.add_argument("id")
+    retract.add_argument("--reason", required=True)
+    retract.set_defaults(func=cmd_retract)
+
+    confirm = with_common(sub.add_parser("confirm", help="confirm an active or candidate memory"))
+    confirm.add_argument("id")
+    confirm.add_argument("--reason", default="")
+    confirm.set_defaults(func=cmd_confirm)
+
+    delete = with_common(sub.add_parser("delete", help="delete: hidden everywhere, restorable, source tombstoned"))
+    delete.add_argument("id")
+    delete.add_argument("--reason", required=True)
+    delete.set_defaults(func=cmd_delete)
+
+    restore = with_common(sub.add_parser("restore", help="undo a deletion that was not purged"))
+    restore.add_argument("id")
+    restore.set_defaults(func=cmd_restore)
+
+    purge = with_common(sub.add_parser("purge", help="erase content and versions for good (needs --force)"))
+    purge.add_argument("id")
+    purge.add_argument("--force", action="store_true", help="required: a purge cannot be undone")
+    purge.add_argument("--reason", default="")
+    purge.set_defaults(func=cmd_purge)
+
+    history = with_common(sub.add_parser("history", help="a memory's versions and status changes"))
+    history.add_argument("id")
+    history.set_defaults(func=cmd_history)
+
+    audit = sub.add_parser("audit", help="the audit log")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    audit_log = with_common(audit_sub.add_parser("log", help="show events, newest first"))
+    audit_log.add_argument("--memory", default="", help="only this memory's events")
+    audit_log.add_argument("--limit", type=int, default=50)
+    audit_log.set_defaults(func=cmd_audit_log)
+    audit_verify = with_common(audit_sub.add_parser("verify", help="walk the hash chains (all, or --workspace)"))
+    audit_verify.set_defaults(func=cmd_audit_verify)
 
     status = with_common(sub.add_parser("status", help="counts, embedding queue, embedder state"))
     status.set_defaults(func=cmd_status)

@@ -19,6 +19,7 @@ from mnemo_platform.config import (
     IngestSettings,
     SearchSettings,
     ServiceAddresses,
+    TrustSettings,
 )
 
 log = structlog.get_logger("mnemo.up")
@@ -58,6 +59,7 @@ class StackConfig:
     search: SearchSettings
     addresses: ServiceAddresses
     gateway: GatewaySettings
+    trust: TrustSettings
     ingest_addr: str = FREE_PORT
     search_addr: str = FREE_PORT
     gateway_grpc_addr: str = FREE_PORT
@@ -72,6 +74,7 @@ class StackConfig:
             search=load(SearchSettings, environ),
             addresses=addresses,
             gateway=load(GatewaySettings, environ),
+            trust=load(TrustSettings, environ),
             # Under `mnemo up` the gRPC servers are internal: any free loopback port unless set.
             ingest_addr=addresses.ingest if "MNEMO_INGEST_ADDR" in environ else FREE_PORT,
             search_addr=addresses.search if "MNEMO_SEARCH_ADDR" in environ else FREE_PORT,
@@ -125,11 +128,11 @@ class Stack:
                 self.dsn = self.postgres.uri
             embedder = self.embedder or parts["build_embedder"](cfg.embedding)
             self.ingest = parts["IngestApp"](
-                self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder
+                self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder, cfg.trust
             )
             await self._start(self.ingest)
             self.search = parts["SearchApp"](
-                self.dsn, search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder
+                self.dsn, search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder, cfg.trust
             )
             await self._start(self.search)
         except BaseException:

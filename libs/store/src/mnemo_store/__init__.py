@@ -1,6 +1,6 @@
 """Mnemo's PostgreSQL layer: pool, migrations, embedded server, workspaces, predicates, audit."""
 
-from mnemo_store.audit import AuditEvent, append_audit_event, event_hash
+from mnemo_store.audit import AuditEvent, ChainCheck, append_audit_event, event_hash, verify_chains
 from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool
 from mnemo_store.embedded import EmbeddedPostgres
 from mnemo_store.embedding_space import (
@@ -9,10 +9,10 @@ from mnemo_store.embedding_space import (
     read_embedding_space,
 )
 from mnemo_store.migrations import MigrationError, apply_migrations, load_migrations
-from mnemo_store.predicates import VISIBLE_STATUSES, Params, Scope, build_predicate
+from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Params, Scope, Scoped, build_scope
 from mnemo_store.rows import (
+    CONTENT_JOIN,
     MEMORY_COLUMNS,
-    MEMORY_WITH_CONTENT,
     from_timestamp,
     memory_message,
     parse_memory_id,
@@ -30,21 +30,24 @@ from mnemo_store.workspaces import (
 )
 
 __all__ = [
+    "ALL_STATUSES",
+    "CONTENT_JOIN",
     "GLOBAL_WORKSPACE",
     "MEMORY_COLUMNS",
-    "MEMORY_WITH_CONTENT",
     "VISIBLE_STATUSES",
     "AuditEvent",
+    "ChainCheck",
     "EmbeddedPostgres",
     "EmbeddingSpaceMismatch",
     "MigrationError",
     "Params",
     "Scope",
+    "Scoped",
     "WorkspaceRow",
     "add_workspace",
     "append_audit_event",
     "apply_migrations",
-    "build_predicate",
+    "build_scope",
     "check_server_version",
     "ensure_embedding_space",
     "event_hash",
@@ -60,5 +63,6 @@ __all__ = [
     "resolve_workspace",
     "struct",
     "timestamp",
+    "verify_chains",
     "workspace_message",
 ]

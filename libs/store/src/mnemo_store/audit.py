@@ -1,11 +1,12 @@
-"""Appending to the hash-chained, append-only audit log inside the caller's transaction."""
+"""The hash-chained, append-only audit log: appending inside the caller's transaction, and verifying."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 
@@ -24,9 +25,27 @@ class AuditEvent:
     version: int | None = None
     before_hash: str | None = None
     after_hash: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
 
-def event_hash(prev_hash: str, fields: dict[str, object]) -> str:
+def _hashed_fields(row: Any) -> dict[str, Any]:
+    """Exactly the fields the hash covers, from an event being written or a row being verified."""
+    return {
+        "workspace_id": row["workspace_id"],
+        "action": row["action"],
+        "memory_id": str(row["memory_id"]) if row["memory_id"] is not None else None,
+        "version": row["version"],
+        "before_hash": row["before_hash"],
+        "after_hash": row["after_hash"],
+        "details": row["details"],
+        "at": row["at"].astimezone(UTC).isoformat(),
+        "principal": row["principal"],
+        "request_id": row["request_id"],
+        "trace_id": row["trace_id"],
+    }
+
+
+def event_hash(prev_hash: str, fields: dict[str, Any]) -> str:
     """sha256 over the previous hash and the event's canonical JSON: the chain's link."""
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
@@ -42,32 +61,91 @@ async def append_audit_event(conn: asyncpg.Connection, event: AuditEvent) -> str
         event.workspace_id,
     )
     prev_hash = prev or GENESIS_HASH
-    at = datetime.now(UTC)
-    fields = {
-        **asdict(event),
-        "at": at.isoformat(),
+    row = {
+        "workspace_id": event.workspace_id,
+        "action": event.action,
+        "memory_id": event.memory_id,
+        "version": event.version,
+        "before_hash": event.before_hash,
+        "after_hash": event.after_hash,
+        "details": event.details,
+        # Microseconds, as PostgreSQL stores them: the hash must survive the round trip.
+        "at": datetime.now(UTC),
         "principal": call.principal,
         "request_id": call.request_id,
         "trace_id": current_trace_id(),
     }
-    digest = event_hash(prev_hash, fields)
+    digest = event_hash(prev_hash, _hashed_fields(row))
     await conn.execute(
         """
         INSERT INTO audit_events (at, principal, workspace_id, action, memory_id, version,
-                                  before_hash, after_hash, request_id, trace_id, prev_hash, hash)
-        VALUES ($1, $2, $3, $4, $5::uuid, $6, $7, $8, $9, $10, $11, $12)
+                                  before_hash, after_hash, request_id, trace_id, prev_hash, hash, details)
+        VALUES ($1, $2, $3, $4, $5::uuid, $6, $7, $8, $9, $10, $11, $12, $13)
         """,
-        at,
-        call.principal,
-        event.workspace_id,
-        event.action,
-        event.memory_id,
-        event.version,
-        event.before_hash,
-        event.after_hash,
-        call.request_id,
-        fields["trace_id"],
+        row["at"],
+        row["principal"],
+        row["workspace_id"],
+        row["action"],
+        row["memory_id"],
+        row["version"],
+        row["before_hash"],
+        row["after_hash"],
+        row["request_id"],
+        row["trace_id"],
         prev_hash,
         digest,
+        row["details"],
     )
     return digest
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    """The result of walking hash chains: how much was checked and the first broken link."""
+
+    events_checked: int
+    workspaces_checked: int
+    broken_event_id: int | None = None
+    broken_workspace_id: str | None = None
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.broken_event_id is None
+
+
+async def verify_chains(conn: asyncpg.Connection, workspace_id: str | None = None) -> ChainCheck:
+    """Recomputes every event's hash and link, in order, per workspace; stops at the first break."""
+    checked = 0
+    workspaces = (
+        [workspace_id]
+        if workspace_id is not None
+        else [r["workspace_id"] for r in await conn.fetch("SELECT DISTINCT workspace_id FROM audit_events")]
+    )
+    for ws in sorted(workspaces):
+        expected_prev = GENESIS_HASH
+        # A cursor keeps memory flat however long the chain is.
+        async with conn.transaction():
+            async for row in conn.cursor("SELECT * FROM audit_events WHERE workspace_id = $1 ORDER BY id", ws):
+                checked += 1
+                if row["prev_hash"] != expected_prev:
+                    return ChainCheck(
+                        checked,
+                        len(workspaces),
+                        row["id"],
+                        ws,
+                        f"event {row['id']} links to {row['prev_hash'][:12]}…, but the event before it "
+                        f"has hash {expected_prev[:12]}… (an event was removed or reordered)",
+                    )
+                recomputed = event_hash(row["prev_hash"], _hashed_fields(row))
+                if recomputed != row["hash"]:
+                    return ChainCheck(
+                        checked,
+                        len(workspaces),
+                        row["id"],
+                        ws,
+                        f"event {row['id']} ({row['action']}) does not match its hash: "
+                        "its recorded fields were changed after it was written",
+                    )
+                expected_prev = row["hash"]
+    return ChainCheck(checked, len(workspaces))

@@ -1,4 +1,4 @@
-"""The one predicate builder: every read leg and every relaxation gets its WHERE clause here."""
+"""The one predicate builder: every read leg, relaxation, get and list gets its scope here."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# Statuses a default read shows; the rest need include_history (a later issue).
+# Statuses a default read shows; include_history shows them all. Deleted memories are on no
+# read path at all, history or not.
 VISIBLE_STATUSES: tuple[str, ...] = ("candidate", "active", "confirmed")
+ALL_STATUSES: tuple[str, ...] = (
+    "candidate",
+    "active",
+    "confirmed",
+    "superseded",
+    "contradicted",
+    "retracted",
+    "archived",
+)
 
 
 @dataclass
@@ -24,7 +34,7 @@ class Params:
 
 @dataclass(frozen=True)
 class Scope:
-    """What a read may see: the workspaces, and the caller's filters."""
+    """What a read may see: the workspaces, the caller's filters, history and time."""
 
     workspace_ids: Sequence[str] | None
     """workspace_ids are the workspaces readable; None means every workspace (admin reads only)."""
@@ -34,16 +44,54 @@ class Scope:
     created_before: datetime | None = None
     updated_after: datetime | None = None
     updated_before: datetime | None = None
-    statuses: Sequence[str] = VISIBLE_STATUSES
+    include_history: bool = False
+    as_of: datetime | None = None
+    """as_of reads what was recorded at that time: the version and the status current then."""
+    valid_at: datetime | None = None
+    """valid_at keeps beliefs whose world-time span (valid_from, valid_to) contains that time."""
+
+    @property
+    def statuses(self) -> tuple[str, ...]:
+        return ALL_STATUSES if self.include_history else VISIBLE_STATUSES
 
 
-def build_predicate(scope: Scope, params: Params, memory: str = "m", chunk: str | None = None) -> str:
-    """The WHERE clause (without WHERE) for memories aliased `memory`, and their chunks if given.
+@dataclass(frozen=True)
+class Scoped:
+    """A read's FROM relation for memories and the WHERE clause (without WHERE) that scopes it."""
 
-    With a chunk alias, the scope is applied at the chunks table too (workspace_id is
-    denormalised onto chunks for exactly this) and only chunks of the current version match.
+    source: str
+    where: str
+
+
+# The memories as they were recorded at a time: the version and the status span open then.
+# Every column of `memories` that reads use is here, so a query is the same either way.
+_AS_OF = """(
+    SELECT m.id, m.workspace_id, m.kind, v.title, m.tags, m.metadata, m.source_uri,
+           s.status, s.reason AS status_reason, m.trust, m.author, m.provenance, v.version,
+           v.content_hash, s.valid_from, s.valid_to, m.created_at, v.recorded_from AS updated_at,
+           s.superseded_by, m.deleted_at
+    FROM memories m
+    JOIN memory_versions v ON v.memory_id = m.id
+         AND v.recorded_from <= {t} AND (v.recorded_to IS NULL OR v.recorded_to > {t})
+    JOIN memory_states s ON s.memory_id = m.id
+         AND s.recorded_from <= {t} AND (s.recorded_to IS NULL OR s.recorded_to > {t})
+)"""
+
+
+def build_scope(scope: Scope, params: Params, memory: str = "m", chunk: str | None = None) -> Scoped:
+    """The relation to read memories from (aliased `memory`) and the WHERE clause scoping it.
+
+    With a chunk alias, the scope applies at the chunks table too (workspace_id is denormalised
+    onto chunks for exactly this) and only chunks of the version being read match.
     """
-    clauses = [f"{memory}.status = ANY({params.bind(list(scope.statuses))}::text[])"]
+    if scope.as_of is not None:
+        source = _AS_OF.format(t=params.bind(scope.as_of)) + f" {memory}"
+    else:
+        source = f"memories {memory}"
+    clauses = [
+        f"{memory}.deleted_at IS NULL",
+        f"{memory}.status = ANY({params.bind(list(scope.statuses))}::text[])",
+    ]
     if scope.workspace_ids is not None:
         if not scope.workspace_ids:
             raise ValueError("a read scope needs at least one workspace (None means all)")
@@ -65,4 +113,10 @@ def build_predicate(scope: Scope, params: Params, memory: str = "m", chunk: str 
         clauses.append(f"{memory}.updated_at >= {params.bind(scope.updated_after)}")
     if scope.updated_before is not None:
         clauses.append(f"{memory}.updated_at < {params.bind(scope.updated_before)}")
-    return " AND ".join(clauses)
+    if scope.valid_at is not None:
+        at = params.bind(scope.valid_at)
+        clauses.append(
+            f"({memory}.valid_from IS NULL OR {memory}.valid_from <= {at}) "
+            f"AND ({memory}.valid_to IS NULL OR {memory}.valid_to > {at})"
+        )
+    return Scoped(source=source, where=" AND ".join(clauses))

@@ -10,20 +10,23 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from mnemo.common.v1 import common_pb2
 from mnemo_platform import InvalidArgument
+from mnemo_platform.config import TrustSettings
 from mnemo_platform.enums import enum_value
 from mnemo_store.workspaces import WorkspaceRow
 
-# Columns of `memories m` that memory_message() reads; add `v.content` for content.
+# Columns of `memories m` (or the as-of relation of the same shape) that memory_message() reads;
+# add `v.content` with CONTENT_JOIN for content.
 MEMORY_COLUMNS = """
     m.id, m.workspace_id, m.kind, m.title, m.tags, m.metadata, m.source_uri, m.status,
     m.provenance, m.author, m.version, m.content_hash, m.created_at, m.updated_at,
+    m.superseded_by, m.valid_from, m.valid_to, m.status_reason, m.trust,
     (SELECT CASE WHEN bool_or(c.embed_status = 'failed') THEN 'failed'
                  WHEN bool_or(c.embed_status = 'pending') THEN 'pending'
                  ELSE 'embedded' END
        FROM chunks c WHERE c.memory_id = m.id AND c.version = m.version) AS embedding_state
 """
-# The memory joined to its current version, for reads that need the content (`v.content`).
-MEMORY_WITH_CONTENT = "memories m JOIN memory_versions v ON v.memory_id = m.id AND v.version = m.version"
+# Joins the version being read, for reads that need the content (`v.content`).
+CONTENT_JOIN = "JOIN memory_versions v ON v.memory_id = m.id AND v.version = m.version"
 
 
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -46,7 +49,7 @@ def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     return message
 
 
-def memory_message(row: Any, with_content: bool = False) -> common_pb2.Memory:
+def memory_message(row: Any, with_content: bool = False, trust: TrustSettings | None = None) -> common_pb2.Memory:
     message = common_pb2.Memory(
         id=str(row["id"]),
         workspace_id=row["workspace_id"],
@@ -63,7 +66,13 @@ def memory_message(row: Any, with_content: bool = False) -> common_pb2.Memory:
         content_hash=row["content_hash"],
         created_at=timestamp(row["created_at"]),
         updated_at=timestamp(row["updated_at"]),
+        superseded_by=str(row["superseded_by"]) if row["superseded_by"] else "",
+        valid_from=timestamp(row["valid_from"]),
+        valid_to=timestamp(row["valid_to"]),
+        status_reason=row["status_reason"] or "",
     )
+    if trust is not None:
+        message.trust = trust.factor(row["status"], row["provenance"], row["trust"])
     state = row["embedding_state"]
     if state:
         message.embedding_state = enum_value(common_pb2.EmbeddingState, state, "embedding_state")

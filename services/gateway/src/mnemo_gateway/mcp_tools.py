@@ -1,9 +1,10 @@
-"""The MCP surface: five tools, each a thin call into Operations, with descriptions for agents."""
+"""The MCP surface: the memory tools, each a thin call into Operations, with descriptions for agents."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -14,10 +15,15 @@ from mnemo_gateway.errors import CallError
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import restore_request_context
 from mnemo_gateway.schemas import (
+    AS_OF_DOC,
+    INCLUDE_HISTORY_DOC,
+    VALID_AT_DOC,
     WORKSPACE_DOC,
     Kind,
     Mode,
+    ReasonInput,
     SearchInput,
+    SupersedeInput,
     UpdateInput,
     WriteInput,
     describe,
@@ -30,9 +36,10 @@ INSTRUCTIONS = """\
 Mnemo is this project's long-term memory, shared by every coding session and agent.
 Search it (memory_search) at the start of a task and before decisions that past work may
 have settled; write to it (memory_write) when you learn something a future session would
-want: a decision and why, a convention, a pitfall, a fix that worked. Each result carries a
-label saying its status, who wrote it and when: trust confirmed notes over harvested
-transcripts."""
+want: a decision and why, a convention, a pitfall, a fix that worked. When a remembered
+belief changes, supersede it (memory_supersede); when it was wrong, retract it
+(memory_retract). Each result carries a label saying its status, who wrote it and when:
+trust confirmed notes over harvested transcripts."""
 
 Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 
@@ -108,6 +115,9 @@ def build_mcp(operations: Operations) -> MCPServer:
         kinds: Annotated[list[Kind] | None, Field(description=describe(SearchInput, "kinds"))] = None,
         tags: Annotated[list[str] | None, Field(description=describe(SearchInput, "tags"))] = None,
         explain: Annotated[bool, Field(description=describe(SearchInput, "explain"))] = False,
+        include_history: Annotated[bool, Field(description=INCLUDE_HISTORY_DOC)] = False,
+        as_of: Annotated[datetime | None, Field(description=AS_OF_DOC)] = None,
+        valid_at: Annotated[datetime | None, Field(description=VALID_AT_DOC)] = None,
         workspace: Workspace = None,
     ) -> dict[str, Any]:
         """Search this project's long-term memory. Use it at the start of a task and whenever
@@ -125,6 +135,9 @@ def build_mcp(operations: Operations) -> MCPServer:
                     kinds=kinds or [],
                     tags=tags or [],
                     explain=explain,
+                    include_history=include_history,
+                    as_of=as_of,
+                    valid_at=valid_at,
                     workspace=workspace,
                 ),
                 _url_workspace(ctx),
@@ -135,11 +148,17 @@ def build_mcp(operations: Operations) -> MCPServer:
     async def memory_get(
         ctx: Context,
         id: Annotated[str, Field(description="The memory's id, as returned by memory_search or memory_write.")],
+        include_history: Annotated[bool, Field(description=INCLUDE_HISTORY_DOC)] = False,
+        as_of: Annotated[datetime | None, Field(description=AS_OF_DOC)] = None,
+        valid_at: Annotated[datetime | None, Field(description=VALID_AT_DOC)] = None,
         workspace: Workspace = None,
     ) -> dict[str, Any]:
         """Read one memory in full (content, tags, metadata, version) by its id, typically after
-        memory_search showed a promising snippet."""
-        return await _run(ctx, lambda: operations.get(id, workspace, _url_workspace(ctx)))
+        memory_search showed a promising snippet. A superseded or retracted memory is only returned
+        with include_history; as_of reads it as it was recorded at that time."""
+        return await _run(
+            ctx, lambda: operations.get(id, workspace, _url_workspace(ctx), include_history, as_of, valid_at)
+        )
 
     @server.tool()
     async def memory_update(
@@ -163,6 +182,70 @@ def build_mcp(operations: Operations) -> MCPServer:
                 _url_workspace(ctx),
             ),
         )
+
+    @server.tool()
+    async def memory_supersede(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of the memory that no longer holds.")],
+        content: Annotated[str, Field(description=describe(SupersedeInput, "content"))],
+        reason: Annotated[str, Field(description=describe(SupersedeInput, "reason"))] = "",
+        title: Annotated[str, Field(description=describe(SupersedeInput, "title"))] = "",
+        valid_from: Annotated[datetime | None, Field(description=describe(SupersedeInput, "valid_from"))] = None,
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Replace a belief that has changed ("we moved from Postgres 15 to 17", "the flaky test was
+        fixed"): writes the new memory and marks the old one superseded, so searches stop returning
+        the old value and return the new one. Use it instead of writing a contradicting note; use
+        memory_update only to fix or complete the same belief."""
+        return await _run(
+            ctx,
+            lambda: operations.supersede(
+                id,
+                SupersedeInput(content=content, reason=reason, title=title, valid_from=valid_from, workspace=workspace),
+                _url_workspace(ctx),
+                provenance="agent",
+            ),
+        )
+
+    @server.tool()
+    async def memory_retract(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of the memory that was wrong.")],
+        reason: Annotated[str, Field(description="Why it was wrong; required.")],
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Mark a memory as wrong when there is nothing to replace it with (a disproved hunch, a
+        mistaken diagnosis). It stops appearing in searches; its history keeps it, with your reason."""
+        return await _run(
+            ctx,
+            lambda: operations.retract(id, ReasonInput(reason=reason, workspace=workspace), _url_workspace(ctx)),
+        )
+
+    @server.tool()
+    async def memory_delete(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of the memory to delete.")],
+        reason: Annotated[str, Field(description="Why; required (e.g. it contains a secret, it is noise).")],
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Delete a memory that should not be kept at all (a leaked secret, junk, something the user
+        asked to forget). It leaves every read path at once, and nothing from the same source is
+        written again; a human can restore it. For a belief that was merely wrong, use
+        memory_retract; for one that changed, memory_supersede."""
+        return await _run(
+            ctx,
+            lambda: operations.delete(id, ReasonInput(reason=reason, workspace=workspace), _url_workspace(ctx)),
+        )
+
+    @server.tool()
+    async def memory_history(
+        ctx: Context,
+        id: Annotated[str, Field(description="The memory's id.")],
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Show how a memory changed: every version of its text, every status change (who, when,
+        why, what superseded it) and its audit events. Use it to understand why a decision changed."""
+        return await _run(ctx, lambda: operations.history(id, workspace, _url_workspace(ctx)))
 
     @server.tool()
     async def memory_status(ctx: Context, workspace: Workspace = None) -> dict[str, Any]:

@@ -14,7 +14,17 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.backends import Backends, call
 from mnemo_gateway.errors import CallError
-from mnemo_gateway.schemas import SearchInput, UpdateInput, WorkspaceInput, WriteInput
+from mnemo_gateway.schemas import (
+    ConfirmInput,
+    PurgeInput,
+    ReasonInput,
+    SearchInput,
+    SupersedeInput,
+    UpdateInput,
+    WorkspaceInput,
+    WorkspaceOnlyInput,
+    WriteInput,
+)
 from mnemo_platform import enum_label, enum_value
 
 T = TypeVar("T")
@@ -94,6 +104,11 @@ def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[st
         "created_at": _iso(memory.created_at),
         "updated_at": _iso(memory.updated_at),
         "embedding_state": enum_label(common_pb2.EmbeddingState, memory.embedding_state),
+        "trust": round(memory.trust, 4),
+        "superseded_by": memory.superseded_by,
+        "status_reason": memory.status_reason,
+        "valid_from": _iso(memory.valid_from),
+        "valid_to": _iso(memory.valid_to),
     }
     if with_content:
         data["content"] = memory.content
@@ -102,6 +117,40 @@ def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[st
 
 def workspace_json(ws: common_pb2.Workspace) -> dict[str, Any]:
     return {"id": ws.id, "name": ws.name, "root_path": ws.root_path, "created_at": _iso(ws.created_at)}
+
+
+def _plain(message: Any) -> dict[str, Any]:
+    """A message as JSON with its own field names, every field present."""
+    return json_format.MessageToDict(
+        message, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
+    )
+
+
+def event_json(event: common_pb2.AuditEvent) -> dict[str, Any]:
+    data = _plain(event)
+    data["id"] = event.id  # int64 would otherwise be a string
+    data["at"] = _iso(event.at)
+    return data
+
+
+def tombstone_json(stone: ingest_pb.Tombstone) -> dict[str, Any]:
+    return {
+        "workspace_id": stone.workspace_id,
+        "memory_id": stone.memory_id,
+        "source_uri": stone.source_uri,
+        "source_fingerprint": stone.source_fingerprint,
+        "reason": stone.reason,
+        "principal": stone.principal,
+        "deleted_at": _iso(stone.deleted_at),
+        "restored_at": _iso(stone.restored_at),
+        "purged_at": _iso(stone.purged_at),
+    }
+
+
+def read_options(include_history: bool, as_of: datetime | None, valid_at: datetime | None) -> common_pb2.ReadOptions:
+    return common_pb2.ReadOptions(
+        include_history=include_history, as_of=_timestamp(as_of), valid_at=_timestamp(valid_at)
+    )
 
 
 class Operations:
@@ -154,6 +203,8 @@ class Operations:
             source_uri=args.source_uri,
             idempotency_key=args.idempotency_key,
             provenance=enum_value(common_pb2.Provenance, args.provenance or provenance, "provenance"),
+            valid_from=_timestamp(args.valid_from),
+            valid_to=_timestamp(args.valid_to),
         )
         response = await self._call(self.backends.ingest.WriteMemory, request)
         return {
@@ -198,6 +249,7 @@ class Operations:
                 updated_after=_timestamp(args.updated_after),
                 updated_before=_timestamp(args.updated_before),
             ),
+            options=read_options(args.include_history, args.as_of, args.valid_at),
         )
         response = await self._call(self.backends.search.Search, request)
         results = []
@@ -217,10 +269,22 @@ class Operations:
             "lexical_relaxed": response.lexical_relaxed,
         }
 
-    async def get(self, memory_id: str, workspace: str | None, url_workspace: str | None) -> dict[str, Any]:
+    async def get(
+        self,
+        memory_id: str,
+        workspace: str | None,
+        url_workspace: str | None,
+        include_history: bool = False,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> dict[str, Any]:
         _check_text(memory_id, "id")
         _check_text(workspace, "workspace")
-        request = search_pb.GetMemoryRequest(workspace=self.workspace(workspace, url_workspace), id=memory_id)
+        request = search_pb.GetMemoryRequest(
+            workspace=self.workspace(workspace, url_workspace),
+            id=memory_id,
+            options=read_options(include_history, as_of, valid_at),
+        )
         response = await self._call(self.backends.search.GetMemory, request)
         return memory_json(response.memory)
 
@@ -231,6 +295,9 @@ class Operations:
         page_token: str,
         kinds: list[str],
         tags: list[str],
+        include_history: bool = False,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> dict[str, Any]:
         for value, field in ((workspace, "workspace"), (page_token, "page_token"), (tags, "tag")):
             _check_text(value, field)
@@ -243,6 +310,7 @@ class Operations:
             filter=common_pb2.MemoryFilter(
                 kinds=[enum_value(common_pb2.MemoryKind, k, "kind") for k in kinds], tags=tags
             ),
+            options=read_options(include_history, as_of, valid_at),
         )
         response = await self._call(self.backends.search.ListMemories, request)
         return {
@@ -277,6 +345,123 @@ class Operations:
             self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(root_path=args.path, name=args.name)
         )
         return {"workspace": workspace_json(response.workspace), "created": response.created}
+
+    # -- corrections ------------------------------------------------------------------------
+
+    async def supersede(
+        self, memory_id: str, args: SupersedeInput, url_workspace: str | None, provenance: str
+    ) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        successor = ingest_pb.WriteMemoryRequest(
+            kind=enum_value(common_pb2.MemoryKind, args.kind or "", "kind"),
+            title=args.title,
+            content=args.content,
+            tags=args.tags or [],
+            metadata=_struct(args.metadata),
+            source_uri=args.source_uri,
+            provenance=enum_value(common_pb2.Provenance, args.provenance or provenance, "provenance"),
+            valid_from=_timestamp(args.valid_from),
+        )
+        request = ingest_pb.SupersedeMemoryRequest(
+            workspace=self.workspace(args.workspace, url_workspace),
+            id=memory_id,
+            successor=successor,
+            reason=args.reason,
+        )
+        response = await self._call(self.backends.ingest.SupersedeMemory, request)
+        return {
+            "superseded": memory_json(response.superseded, with_content=False),
+            "successor": memory_json(response.successor, with_content=False),
+        }
+
+    async def retract(self, memory_id: str, args: ReasonInput, url_workspace: str | None) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.RetractMemoryRequest(
+            workspace=self.workspace(args.workspace, url_workspace), id=memory_id, reason=args.reason
+        )
+        response = await self._call(self.backends.ingest.RetractMemory, request)
+        return {"memory": memory_json(response.memory, with_content=False)}
+
+    async def confirm(self, memory_id: str, args: ConfirmInput) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.ConfirmMemoryRequest(
+            workspace=self.workspace(args.workspace), id=memory_id, reason=args.reason
+        )
+        response = await self._call(self.backends.ingest.ConfirmMemory, request)
+        return {
+            "outcome": enum_label(ingest_pb.WriteOutcome, response.outcome),
+            "memory": memory_json(response.memory, with_content=False),
+        }
+
+    async def delete(self, memory_id: str, args: ReasonInput, url_workspace: str | None) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.DeleteMemoryRequest(
+            workspace=self.workspace(args.workspace, url_workspace), id=memory_id, reason=args.reason
+        )
+        response = await self._call(self.backends.ingest.DeleteMemory, request)
+        return {"tombstone": tombstone_json(response.tombstone)}
+
+    async def restore(self, memory_id: str, args: WorkspaceOnlyInput) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.RestoreMemoryRequest(workspace=self.workspace(args.workspace), id=memory_id)
+        response = await self._call(self.backends.ingest.RestoreMemory, request)
+        return {"memory": memory_json(response.memory, with_content=False)}
+
+    async def purge(self, memory_id: str, args: PurgeInput) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.PurgeMemoryRequest(
+            workspace=self.workspace(args.workspace), id=memory_id, reason=args.reason, force=args.force
+        )
+        response = await self._call(self.backends.ingest.PurgeMemory, request)
+        return {"tombstone": tombstone_json(response.tombstone)}
+
+    async def history(self, memory_id: str, workspace: str | None, url_workspace: str | None) -> dict[str, Any]:
+        _check_text(memory_id, "id")
+        _check_text(workspace, "workspace")
+        request = search_pb.GetHistoryRequest(workspace=self.workspace(workspace, url_workspace), id=memory_id)
+        response = await self._call(self.backends.search.GetHistory, request)
+        return {
+            "memory": memory_json(response.memory, with_content=False),
+            "versions": [
+                {**_plain(v), "recorded_from": _iso(v.recorded_from), "recorded_to": _iso(v.recorded_to)}
+                for v in response.versions
+            ],
+            "states": [
+                {
+                    **_plain(st),
+                    "status": enum_label(common_pb2.MemoryStatus, st.status),
+                    "valid_from": _iso(st.valid_from),
+                    "valid_to": _iso(st.valid_to),
+                    "recorded_from": _iso(st.recorded_from),
+                    "recorded_to": _iso(st.recorded_to),
+                }
+                for st in response.states
+            ],
+            "events": [event_json(e) for e in response.events],
+        }
+
+    async def audit_log(self, workspace: str | None, memory_id: str, page_size: int, page_token: str) -> dict[str, Any]:
+        for value, field in ((workspace, "workspace"), (memory_id, "memory"), (page_token, "page_token")):
+            _check_text(value, field)
+        request = search_pb.ListAuditEventsRequest(
+            workspace=self.workspace(workspace), memory_id=memory_id, page_size=page_size, page_token=page_token
+        )
+        response = await self._call(self.backends.search.ListAuditEvents, request)
+        return {"events": [event_json(e) for e in response.events], "next_page_token": response.next_page_token}
+
+    async def audit_verify(self, workspace: str | None) -> dict[str, Any]:
+        _check_text(workspace, "workspace")
+        response = await call(self.backends.search.VerifyAudit, search_pb.VerifyAuditRequest(workspace=workspace or ""))
+        data = _plain(response)
+        data["events_checked"] = response.events_checked
+        data["broken_event_id"] = response.broken_event_id
+        return data
 
     async def list_workspaces(self) -> dict[str, Any]:
         response = await call(self.backends.search.ListWorkspaces, search_pb.ListWorkspacesRequest())

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from mnemo_gateway.operations import Operations
-from mnemo_gateway.schemas import WORKSPACE_DOC, Kind, SearchInput, UpdateInput, WorkspaceInput, WriteInput
+from mnemo_gateway.schemas import (
+    AS_OF_DOC,
+    INCLUDE_HISTORY_DOC,
+    VALID_AT_DOC,
+    WORKSPACE_DOC,
+    ConfirmInput,
+    Kind,
+    PurgeInput,
+    ReasonInput,
+    SearchInput,
+    SupersedeInput,
+    UpdateInput,
+    WorkspaceInput,
+    WorkspaceOnlyInput,
+    WriteInput,
+)
 
 WorkspaceParam = Annotated[str | None, Query(description=WORKSPACE_DOC)]
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -16,7 +32,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for code, text in {
         400: "Invalid input; the body says which field and why",
         404: "No such memory or workspace",
-        409: "Conflict (idempotency key reused, version mismatch)",
+        409: "Conflict: idempotency key reused, version mismatch, a status forbidding the change, a tombstoned source",
         413: "Request body too large",
         503: "A Mnemo service is unavailable",
     }.items()
@@ -41,12 +57,70 @@ def build_router(operations: Operations) -> APIRouter:
         page_token: Annotated[str, Query(description="next_page_token of the previous page.")] = "",
         kind: Annotated[list[Kind] | None, Query(description="Only these kinds.")] = None,
         tag: Annotated[list[str] | None, Query(description="Only memories with all these tags.")] = None,
+        include_history: Annotated[bool, Query(description=INCLUDE_HISTORY_DOC)] = False,
+        as_of: Annotated[datetime | None, Query(description=AS_OF_DOC)] = None,
+        valid_at: Annotated[datetime | None, Query(description=VALID_AT_DOC)] = None,
     ) -> dict[str, Any]:
-        return await operations.list(workspace, page_size, page_token, kind or [], tag or [])
+        return await operations.list(
+            workspace, page_size, page_token, kind or [], tag or [], include_history, as_of, valid_at
+        )
 
     @router.get("/memories/{memory_id}", summary="Get one memory with its content")
-    async def get_memory(memory_id: str, workspace: WorkspaceParam = None) -> dict[str, Any]:
-        return await operations.get(memory_id, workspace, None)
+    async def get_memory(
+        memory_id: str,
+        workspace: WorkspaceParam = None,
+        include_history: Annotated[bool, Query(description=INCLUDE_HISTORY_DOC)] = False,
+        as_of: Annotated[datetime | None, Query(description=AS_OF_DOC)] = None,
+        valid_at: Annotated[datetime | None, Query(description=VALID_AT_DOC)] = None,
+    ) -> dict[str, Any]:
+        return await operations.get(memory_id, workspace, None, include_history, as_of, valid_at)
+
+    @router.get("/memories/{memory_id}/history", summary="A memory's versions, status changes and audit events")
+    async def memory_history(memory_id: str, workspace: WorkspaceParam = None) -> dict[str, Any]:
+        return await operations.history(memory_id, workspace, None)
+
+    @router.post("/memories/{memory_id}/supersede", summary="Replace a belief with a successor")
+    async def supersede_memory(memory_id: str, body: SupersedeInput) -> Any:
+        return JSONResponse(await operations.supersede(memory_id, body, None, provenance="human"), status_code=201)
+
+    @router.post("/memories/{memory_id}/retract", summary="Mark a belief wrong, with no successor")
+    async def retract_memory(memory_id: str, body: ReasonInput) -> dict[str, Any]:
+        return await operations.retract(memory_id, body, None)
+
+    @router.post("/memories/{memory_id}/confirm", summary="Confirm an active or candidate memory")
+    async def confirm_memory(memory_id: str, body: ConfirmInput) -> dict[str, Any]:
+        return await operations.confirm(memory_id, body)
+
+    @router.delete("/memories/{memory_id}", summary="Delete: hidden everywhere, restorable, source tombstoned")
+    async def delete_memory(
+        memory_id: str,
+        reason: Annotated[str, Query(description="Why; kept in the tombstone and the audit log.")],
+        workspace: WorkspaceParam = None,
+    ) -> dict[str, Any]:
+        return await operations.delete(memory_id, ReasonInput(reason=reason, workspace=workspace), None)
+
+    @router.post("/memories/{memory_id}/restore", summary="Undo a deletion that was not purged")
+    async def restore_memory(memory_id: str, body: WorkspaceOnlyInput) -> dict[str, Any]:
+        return await operations.restore(memory_id, body)
+
+    @router.post("/memories/{memory_id}/purge", summary="Erase content and versions for good (force=true)")
+    async def purge_memory(memory_id: str, body: PurgeInput) -> dict[str, Any]:
+        return await operations.purge(memory_id, body)
+
+    @router.get("/audit", summary="The audit log, newest first")
+    async def audit_log(
+        workspace: WorkspaceParam = None,
+        memory: Annotated[str, Query(description="Only this memory's events.")] = "",
+        page_size: Annotated[int, Query(ge=0, le=2**31 - 1, description="Events per page (default 10).")] = 0,
+        page_token: Annotated[str, Query(description="next_page_token of the previous page.")] = "",
+    ) -> dict[str, Any]:
+        return await operations.audit_log(workspace, memory, page_size, page_token)
+
+    @router.get("/audit/verify", summary="Walk the hash chains; report the first broken link")
+    async def audit_verify(
+        workspace: Annotated[str | None, Query(description="One workspace's chain; every chain if omitted.")] = None,
+    ) -> dict[str, Any]:
+        return await operations.audit_verify(workspace)
 
     @router.patch("/memories/{memory_id}", summary="Update a memory (a new version; the old is kept)")
     async def update_memory(memory_id: str, body: UpdateInput) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 Kind = Literal["note", "decision", "lesson", "session", "import"]
 Mode = Literal["hybrid", "lexical", "semantic"]
@@ -23,9 +23,26 @@ def _depth(value: Any) -> int:
     return 0
 
 
+def _shallow(value: dict[str, Any]) -> dict[str, Any]:
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+    return value
+
+
+# Free JSON kept beside a memory, bounded in depth so it can cross gRPC.
+Metadata = Annotated[dict[str, Any], AfterValidator(_shallow)]
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+
+VALID_FROM_DOC = 'When the belief starts to hold in the world ("this holds from X"), if not from now.'
+INCLUDE_HISTORY_DOC = (
+    "Also return superseded, retracted, contradicted and archived memories, each labelled with its status."
+)
+AS_OF_DOC = "Answer from what was recorded at this time (ISO 8601): the versions and statuses as they were then."
+VALID_AT_DOC = "Only beliefs that held in the world at this time (ISO 8601), by their valid_from/valid_to."
 
 WORKSPACE_DOC = (
     "Workspace to use: its id, its name, or a path at or under its registered root. "
@@ -38,7 +55,7 @@ class WriteInput(_Body):
     title: str = Field("", description="A short heading; derived from the first line when empty.")
     kind: Kind = Field("note", description="note, decision, lesson, session or import.")
     tags: list[str] = Field(default_factory=list, description="Labels to filter on later.")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Free structured data kept beside the memory.")
+    metadata: Metadata = Field(default_factory=dict, description="Free structured data kept beside the memory.")
     source_uri: str = Field(
         "", description="Where the content came from; writing the same source again updates that memory."
     )
@@ -46,21 +63,16 @@ class WriteInput(_Body):
     provenance: Literal["agent", "human"] | None = Field(
         None, description="Who wrote it; MCP writes are `agent`, REST and CLI writes `human` by default."
     )
+    valid_from: datetime | None = Field(None, description=VALID_FROM_DOC)
+    valid_to: datetime | None = Field(None, description="When the belief stops holding in the world, if known.")
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
-
-    @field_validator("metadata")
-    @classmethod
-    def _shallow(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if _depth(value) > MAX_METADATA_DEPTH:
-            raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
-        return value
 
 
 class UpdateInput(_Body):
     content: str = Field(description="The new full text; the previous version stays in the history.")
     title: str | None = Field(None, description="A new title; unchanged when omitted.")
     tags: list[str] | None = Field(None, description="New tags replacing the old; unchanged when omitted.")
-    metadata: dict[str, Any] | None = Field(None, description="New metadata replacing the old; unchanged when omitted.")
+    metadata: Metadata | None = Field(None, description="New metadata replacing the old; unchanged when omitted.")
     expected_version: int = Field(
         0,
         ge=0,
@@ -68,13 +80,6 @@ class UpdateInput(_Body):
         description="Refuse the update unless the memory is still at this version (0: don't check).",
     )
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
-
-    @field_validator("metadata")
-    @classmethod
-    def _shallow(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and _depth(value) > MAX_METADATA_DEPTH:
-            raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
-        return value
 
 
 class SearchInput(_Body):
@@ -87,7 +92,47 @@ class SearchInput(_Body):
     created_before: datetime | None = Field(None, description="Only memories created before this time.")
     updated_after: datetime | None = Field(None, description="Only memories updated at or after this time.")
     updated_before: datetime | None = Field(None, description="Only memories updated before this time.")
-    explain: bool = Field(False, description="Include each leg's rank and score, the fusion and the recency factor.")
+    explain: bool = Field(
+        False, description="Include each leg's rank and score, the fusion, the recency and the trust factor."
+    )
+    include_history: bool = Field(False, description=INCLUDE_HISTORY_DOC)
+    as_of: datetime | None = Field(None, description=AS_OF_DOC)
+    valid_at: datetime | None = Field(None, description=VALID_AT_DOC)
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class SupersedeInput(_Body):
+    content: str = Field(description="The belief that replaces the old one, in full.")
+    title: str = Field("", description="A short heading; derived from the first line when empty.")
+    kind: Kind | None = Field(None, description="The successor's kind; the old memory's when omitted.")
+    tags: list[str] | None = Field(None, description="The successor's tags; the old memory's when omitted.")
+    metadata: Metadata = Field(default_factory=dict, description="Free structured data for the successor.")
+    source_uri: str = Field("", description="Where the successor came from, if anywhere.")
+    valid_from: datetime | None = Field(
+        None, description="When the new belief starts to hold; the old one's validity ends then (default: now)."
+    )
+    reason: str = Field("", description="Why the old belief no longer holds.")
+    provenance: Literal["agent", "human"] | None = Field(None, description="Who writes the successor.")
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class ReasonInput(_Body):
+    reason: str = Field(description="Why; kept in the memory's history and the audit log.")
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class ConfirmInput(_Body):
+    reason: str = Field("", description="Why this memory is trusted (optional).")
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class WorkspaceOnlyInput(_Body):
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class PurgeInput(_Body):
+    force: bool = Field(False, description="Must be true: a purge erases the content and every version for good.")
+    reason: str = Field("", description="Why, when the memory was not deleted first; not kept after the purge.")
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
 
 

@@ -9,7 +9,7 @@ from mnemo_embed import Embedder, build_embedder
 from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform import GrpcApp, Registration
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings, TrustSettings
 from mnemo_store import prepare_database
 
 SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name
@@ -29,8 +29,10 @@ class IngestApp(GrpcApp):
         embedding: EmbeddingSettings,
         settings: IngestSettings,
         embedder: Embedder | None = None,
+        trust: TrustSettings | None = None,
     ) -> None:
         super().__init__(address, grace_s)
+        self.trust = trust or TrustSettings()
         self.dsn = dsn
         self.database = database
         self.embedding = embedding
@@ -44,7 +46,7 @@ class IngestApp(GrpcApp):
             self.dsn, self.embedder.model, self.embedder.dimension, self.database.pool_min, self.database.pool_max
         )
         self.workers = EmbeddingWorkers(self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size)
-        servicer = IngestServicer(self.pool, self.embedder, self.settings)
+        servicer = IngestServicer(self.pool, self.embedder, self.settings, self.trust)
         return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:

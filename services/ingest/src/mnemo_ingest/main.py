@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from mnemo_ingest.app import IngestApp
 from mnemo_platform import SettingsError, load
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings, ServiceAddresses
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings, ServiceAddresses, TrustSettings
 from mnemo_platform.process import run_process
 
 
@@ -25,6 +25,7 @@ def build(environ: Mapping[str, str] | None = None) -> IngestApp:
         database=database,
         embedding=load(EmbeddingSettings, environ),
         settings=load(IngestSettings, environ),
+        trust=load(TrustSettings, environ),
     )
 
 

@@ -1,32 +1,35 @@
-"""IngestService: every write, each in one transaction with its chunks, audit event and NOTIFY."""
+"""IngestService: every write, each in one transaction with its audit event (and NOTIFY for chunks)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 import structlog
 
+from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as pb_grpc
-from mnemo_embed import Embedder, chunk_text
+from mnemo_embed import Chunk, Embedder, chunk_text
 from mnemo_ingest.indexing import compound_parts
 from mnemo_ingest.validation import (
     Draft,
     check_content,
     check_metadata,
+    check_reason,
     check_tags,
     check_title,
     check_write,
     content_hash,
 )
 from mnemo_platform import AlreadyExists, FailedPrecondition, NotFound, current_call
-from mnemo_platform.config import IngestSettings
+from mnemo_platform.config import IngestSettings, TrustSettings
 from mnemo_store import (
+    CONTENT_JOIN,
     MEMORY_COLUMNS,
-    MEMORY_WITH_CONTENT,
     VISIBLE_STATUSES,
     AuditEvent,
     WorkspaceRow,
@@ -35,6 +38,7 @@ from mnemo_store import (
     memory_message,
     parse_memory_id,
     resolve_workspace,
+    timestamp,
     workspace_message,
 )
 
@@ -42,12 +46,35 @@ log = structlog.get_logger("mnemo.ingest")
 
 EMBED_CHANNEL = "mnemo_embed"
 
+_MEMORY_FOR_UPDATE = """
+SELECT id, workspace_id, kind, version, content_hash, title, tags, metadata, status, status_reason,
+       source_uri, superseded_by, valid_from, valid_to, deleted_at
+FROM memories WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+"""
+
+
+def _tombstone_message(row: asyncpg.Record) -> pb.Tombstone:
+    return pb.Tombstone(
+        workspace_id=row["workspace_id"],
+        memory_id=str(row["memory_id"]),
+        source_uri=row["source_uri"] or "",
+        source_fingerprint=row["source_fingerprint"] or "",
+        reason=row["reason"] or "",
+        principal=row["principal"],
+        deleted_at=timestamp(row["created_at"]),
+        restored_at=timestamp(row["restored_at"]),
+        purged_at=timestamp(row["purged_at"]),
+    )
+
 
 class IngestServicer(pb_grpc.IngestServiceServicer):
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, settings: IngestSettings) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, embedder: Embedder, settings: IngestSettings, trust: TrustSettings | None = None
+    ) -> None:
         self.pool = pool
         self.embedder = embedder
         self.settings = settings
+        self.trust = trust or TrustSettings()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -65,7 +92,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     raise AlreadyExists("a concurrent write with the same source_uri or idempotency key won") from None
         raise AssertionError("unreachable")
 
-    async def _write(self, conn: asyncpg.Connection, ref: str, draft: Draft, chunks: list) -> pb.WriteMemoryResponse:
+    async def _write(
+        self, conn: asyncpg.Connection, ref: str, draft: Draft, chunks: list[Chunk]
+    ) -> pb.WriteMemoryResponse:
         ws = await resolve_workspace(conn, ref)
         if draft.idempotency_key:
             row = await conn.fetchrow(
@@ -83,11 +112,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     memory=await self._fetch(conn, row["id"]), outcome=pb.WRITE_OUTCOME_REPLAYED
                 )
         if draft.source_uri:
+            await self._refuse_tombstoned_source(conn, ws, draft.source_uri)
             row = await conn.fetchrow(
-                """
-                SELECT id, version, content_hash, title, tags, metadata FROM memories
-                WHERE workspace_id = $1 AND source_uri = $2 FOR UPDATE
-                """,
+                "SELECT id, version, content_hash FROM memories WHERE workspace_id = $1 AND source_uri = $2 FOR UPDATE",
                 ws.id,
                 draft.source_uri,
             )
@@ -102,39 +129,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 return pb.WriteMemoryResponse(
                     memory=await self._fetch(conn, row["id"]), outcome=pb.WRITE_OUTCOME_NEW_VERSION
                 )
-        memory_id = uuid.uuid4()
-        author = current_call().principal
-        await conn.execute(
-            """
-            INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
-                                  status, author, provenance, version, content_hash)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, 1, $11)
-            """,
-            memory_id,
-            ws.id,
-            draft.kind,
-            draft.title,
-            draft.tags,
-            draft.metadata,
-            draft.source_uri,
-            draft.idempotency_key,
-            author,
-            draft.provenance,
-            draft.content_hash,
-        )
-        await conn.execute(
-            """
-            INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author)
-            VALUES ($1, 1, $2, $3, $4, $5, $6)
-            """,
-            memory_id,
-            ws.id,
-            draft.title,
-            draft.content,
-            draft.content_hash,
-            author,
-        )
-        await self._insert_chunks(conn, memory_id, 1, ws.id, chunks)
+        memory_id = await self._insert_memory(conn, ws, draft, chunks)
         await append_audit_event(conn, AuditEvent(ws.id, "write", str(memory_id), 1, None, draft.content_hash))
         log.info("memory_written", memory_id=str(memory_id), workspace=ws.id, chunks=len(chunks))
         return pb.WriteMemoryResponse(memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_CREATED)
@@ -147,17 +142,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         new_title = check_title(request.title, content) if request.HasField("title") else None
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_workspace(conn, request.workspace)
-            row = await conn.fetchrow(
-                """
-                SELECT id, version, content_hash, title, tags, metadata FROM memories
-                WHERE id = $1 AND workspace_id = $2 AND status = ANY($3::text[]) FOR UPDATE
-                """,
-                memory_id,
-                ws.id,
-                list(VISIBLE_STATUSES),
-            )
-            if row is None:
-                raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
+            row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES)
             if request.expected_version and request.expected_version != row["version"]:
                 raise FailedPrecondition(
                     f"memory {memory_id} is at version {row['version']}, not {request.expected_version}; "
@@ -190,9 +175,350 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 log.info("workspace_added", workspace=row.id, name=row.name, root=row.root_path)
         return pb.AddWorkspaceResponse(workspace=workspace_message(row), created=created)
 
+    # -- corrections ------------------------------------------------------------------------
+
+    async def SupersedeMemory(self, request: pb.SupersedeMemoryRequest, context: Any) -> pb.SupersedeMemoryResponse:
+        old_id = parse_memory_id(request.id)
+        reason = check_reason(request.reason, required=False)
+        draft = check_write(request.successor, self.settings.max_content_bytes)
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace)
+            old = await self._locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="supersede")
+            # The successor inherits what the caller did not restate.
+            kind = draft.kind if request.successor.kind else old["kind"]
+            tags = draft.tags if request.successor.tags else list(old["tags"])
+            draft = Draft(**{**draft.__dict__, "kind": kind, "tags": tags})
+            if draft.source_uri:
+                await self._refuse_tombstoned_source(conn, ws, draft.source_uri)
+            chunks = await self._chunks(draft.title, draft.content)
+            new_id = await self._insert_memory(conn, ws, draft, chunks)
+            ended = draft.valid_from or await conn.fetchval("SELECT now()")
+            await self._set_state(conn, ws, old, "superseded", reason=reason, superseded_by=new_id, valid_to=ended)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id,
+                    "supersede",
+                    str(old_id),
+                    old["version"],
+                    old["content_hash"],
+                    draft.content_hash,
+                    {"successor": str(new_id), "reason": reason},
+                ),
+            )
+            log.info("memory_superseded", memory_id=str(old_id), successor=str(new_id))
+            return pb.SupersedeMemoryResponse(
+                superseded=await self._fetch(conn, old_id), successor=await self._fetch(conn, new_id)
+            )
+
+    async def RetractMemory(self, request: pb.RetractMemoryRequest, context: Any) -> pb.RetractMemoryResponse:
+        memory_id = parse_memory_id(request.id)
+        reason = check_reason(request.reason, required=True)
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace)
+            row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="retract")
+            await self._set_state(conn, ws, row, "retracted", reason=reason)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id,
+                    "retract",
+                    str(memory_id),
+                    row["version"],
+                    row["content_hash"],
+                    row["content_hash"],
+                    {"reason": reason},
+                ),
+            )
+            return pb.RetractMemoryResponse(memory=await self._fetch(conn, memory_id))
+
+    async def ConfirmMemory(self, request: pb.ConfirmMemoryRequest, context: Any) -> pb.ConfirmMemoryResponse:
+        memory_id = parse_memory_id(request.id)
+        reason = check_reason(request.reason, required=False)
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace)
+            row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="confirm")
+            if row["status"] == "confirmed":
+                return pb.ConfirmMemoryResponse(
+                    memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_UNCHANGED
+                )
+            await self._set_state(conn, ws, row, "confirmed", reason=reason)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id,
+                    "confirm",
+                    str(memory_id),
+                    row["version"],
+                    row["content_hash"],
+                    row["content_hash"],
+                    {"reason": reason, "from": row["status"]},
+                ),
+            )
+            return pb.ConfirmMemoryResponse(
+                memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_NEW_VERSION
+            )
+
+    async def DeleteMemory(self, request: pb.DeleteMemoryRequest, context: Any) -> pb.DeleteMemoryResponse:
+        memory_id = parse_memory_id(request.id)
+        reason = check_reason(request.reason, required=True)
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace)
+            row = await self._locate(conn, ws, memory_id, verb="delete")
+            tombstone = await self._tombstone(conn, ws, row, reason)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id, "delete", str(memory_id), row["version"], row["content_hash"], None, {"reason": reason}
+                ),
+            )
+            log.info("memory_deleted", memory_id=str(memory_id), workspace=ws.id)
+            return pb.DeleteMemoryResponse(tombstone=_tombstone_message(tombstone))
+
+    async def RestoreMemory(self, request: pb.RestoreMemoryRequest, context: Any) -> pb.RestoreMemoryResponse:
+        memory_id = parse_memory_id(request.id)
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace)
+            row = await self._locate(conn, ws, memory_id, deleted=True)
+            if row["deleted_at"] is None:
+                raise FailedPrecondition(f"memory {memory_id} is not deleted; there is nothing to restore")
+            tombstone = await conn.fetchrow(
+                "UPDATE tombstones SET restored_at = now() WHERE memory_id = $1 AND restored_at IS NULL "
+                "AND purged_at IS NULL RETURNING snapshot",
+                memory_id,
+            )
+            if tombstone is None:
+                raise FailedPrecondition(f"memory {memory_id} has no standing tombstone to restore from")
+            await conn.execute("UPDATE memories SET deleted_at = NULL WHERE id = $1", memory_id)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id,
+                    "restore",
+                    str(memory_id),
+                    row["version"],
+                    None,
+                    row["content_hash"],
+                    {"status": tombstone["snapshot"]["status"]},
+                ),
+            )
+            log.info("memory_restored", memory_id=str(memory_id), workspace=ws.id)
+            return pb.RestoreMemoryResponse(memory=await self._fetch(conn, memory_id))
+
+    async def PurgeMemory(self, request: pb.PurgeMemoryRequest, context: Any) -> pb.PurgeMemoryResponse:
+        memory_id = parse_memory_id(request.id)
+        reason = check_reason(request.reason, required=False)
+        if not request.force:
+            raise FailedPrecondition(
+                "purge erases the content and every version for good and cannot be undone; pass force=true "
+                "(CLI: --force). To hide a memory reversibly, delete it instead"
+            )
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace)
+            row = await self._locate(conn, ws, memory_id, deleted=True)
+            if row["deleted_at"] is None:
+                await self._tombstone(conn, ws, row, reason or "purged")
+            # Derived rows first (foreign keys), then the memory; other memories keep their own
+            # status but lose the pointer to this one.
+            await conn.execute("DELETE FROM chunks WHERE memory_id = $1", memory_id)
+            await conn.execute("DELETE FROM memory_versions WHERE memory_id = $1", memory_id)
+            await conn.execute("DELETE FROM memory_states WHERE memory_id = $1", memory_id)
+            await conn.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = $1", memory_id)
+            await conn.execute("DELETE FROM memories WHERE id = $1", memory_id)
+            tombstone = await conn.fetchrow(
+                """
+                UPDATE tombstones SET snapshot = NULL, reason = NULL, purged_at = now()
+                WHERE memory_id = $1 AND restored_at IS NULL AND purged_at IS NULL
+                RETURNING *
+                """,
+                memory_id,
+            )
+            await append_audit_event(
+                conn, AuditEvent(ws.id, "purge", str(memory_id), row["version"], row["content_hash"], None)
+            )
+            log.info("memory_purged", memory_id=str(memory_id), workspace=ws.id)
+            return pb.PurgeMemoryResponse(tombstone=_tombstone_message(tombstone))
+
     # -- shared steps -------------------------------------------------------------------
 
-    async def _chunks(self, title: str, content: str) -> list:
+    async def _locate(
+        self,
+        conn: asyncpg.Connection,
+        ws: WorkspaceRow,
+        memory_id: uuid.UUID,
+        statuses: tuple[str, ...] | None = None,
+        verb: str = "change",
+        deleted: bool = False,
+    ) -> asyncpg.Record:
+        """The memory, locked; NOT_FOUND (saying why) or FAILED_PRECONDITION when it cannot take `verb`."""
+        row = await conn.fetchrow(_MEMORY_FOR_UPDATE, memory_id, ws.id)
+        if row is None:
+            purged = await conn.fetchval(
+                "SELECT purged_at FROM tombstones WHERE memory_id = $1 AND workspace_id = $2 AND purged_at IS NOT NULL",
+                memory_id,
+                ws.id,
+            )
+            if purged is not None:
+                raise NotFound(f"memory {memory_id} was purged at {purged:%Y-%m-%d %H:%M} UTC; nothing of it remains")
+            raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
+        if row["deleted_at"] is not None and not deleted:
+            raise NotFound(
+                f"memory {memory_id} was deleted at {row['deleted_at']:%Y-%m-%d %H:%M} UTC; "
+                f"restore it first (mnemo restore {memory_id})"
+            )
+        if statuses is not None and row["status"] not in statuses:
+            detail = f" by {row['superseded_by']}" if row["superseded_by"] else ""
+            raise FailedPrecondition(f"cannot {verb} memory {memory_id}: it is {row['status']}{detail}")
+        return row
+
+    async def _refuse_tombstoned_source(self, conn: asyncpg.Connection, ws: WorkspaceRow, source_uri: str) -> None:
+        """A deleted source stays deleted: no write may bring it back while its tombstone stands."""
+        stone = await conn.fetchrow(
+            "SELECT memory_id, principal, created_at, purged_at FROM tombstones "
+            "WHERE workspace_id = $1 AND source_uri = $2 AND restored_at IS NULL",
+            ws.id,
+            source_uri,
+        )
+        if stone is None:
+            return
+        when = f"{stone['created_at']:%Y-%m-%d %H:%M} UTC"
+        if stone["purged_at"] is not None:
+            raise FailedPrecondition(
+                f"source {source_uri!r} was deleted by {stone['principal']} at {when} and purged: nothing from it "
+                "may be written to this workspace again (write it under another source_uri if it is truly wanted)"
+            )
+        raise FailedPrecondition(
+            f"source {source_uri!r} was deleted by {stone['principal']} at {when}: writes from it are refused "
+            f"while its tombstone stands; restore memory {stone['memory_id']} to bring it back"
+        )
+
+    async def _tombstone(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, row: asyncpg.Record, reason: str | None
+    ) -> asyncpg.Record:
+        if row["deleted_at"] is not None:
+            raise FailedPrecondition(f"memory {row['id']} is already deleted")
+        snapshot = {
+            "status": row["status"],
+            "status_reason": row["status_reason"],
+            "version": row["version"],
+            "kind": row["kind"],
+            "title": row["title"],
+            "tags": list(row["tags"]),
+        }
+        await conn.execute("UPDATE memories SET deleted_at = now() WHERE id = $1", row["id"])
+        return await conn.fetchrow(
+            """
+            INSERT INTO tombstones (workspace_id, memory_id, source_uri, source_fingerprint, snapshot,
+                                    reason, principal)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            RETURNING *
+            """,
+            ws.id,
+            row["id"],
+            row["source_uri"],
+            row["content_hash"],
+            snapshot,
+            reason,
+            current_call().principal,
+        )
+
+    async def _set_state(
+        self,
+        conn: asyncpg.Connection,
+        ws: WorkspaceRow,
+        row: asyncpg.Record,
+        status: str,
+        reason: str | None = None,
+        superseded_by: uuid.UUID | None = None,
+        valid_to: datetime | None = None,
+    ) -> None:
+        """Changes the status (and valid time), closing the open span so as-of reads see the old one."""
+        valid_to = valid_to if valid_to is not None else row["valid_to"]
+        await conn.execute(
+            """
+            UPDATE memories SET status = $2, status_reason = $3, superseded_by = $4, valid_to = $5 WHERE id = $1
+            """,
+            row["id"],
+            status,
+            reason,
+            superseded_by,
+            valid_to,
+        )
+        await self._open_state(conn, row["id"], ws.id, status, reason, superseded_by, row["valid_from"], valid_to)
+
+    async def _open_state(
+        self,
+        conn: asyncpg.Connection,
+        memory_id: uuid.UUID,
+        workspace_id: str,
+        status: str,
+        reason: str | None,
+        superseded_by: uuid.UUID | None,
+        valid_from: datetime | None,
+        valid_to: datetime | None,
+    ) -> None:
+        await conn.execute(
+            "UPDATE memory_states SET recorded_to = now() WHERE memory_id = $1 AND recorded_to IS NULL", memory_id
+        )
+        await conn.execute(
+            """
+            INSERT INTO memory_states (memory_id, workspace_id, status, reason, principal, superseded_by,
+                                       valid_from, valid_to)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            """,
+            memory_id,
+            workspace_id,
+            status,
+            reason,
+            current_call().principal,
+            superseded_by,
+            valid_from,
+            valid_to,
+        )
+
+    async def _insert_memory(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[Chunk]
+    ) -> uuid.UUID:
+        """The memory, its first version, its first status span and its chunks; no audit event."""
+        memory_id = uuid.uuid4()
+        author = current_call().principal
+        await conn.execute(
+            """
+            INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
+                                  status, author, provenance, version, content_hash, valid_from, valid_to)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, 1, $11, $12, $13)
+            """,
+            memory_id,
+            ws.id,
+            draft.kind,
+            draft.title,
+            draft.tags,
+            draft.metadata,
+            draft.source_uri,
+            draft.idempotency_key,
+            author,
+            draft.provenance,
+            draft.content_hash,
+            draft.valid_from,
+            draft.valid_to,
+        )
+        await conn.execute(
+            """
+            INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author)
+            VALUES ($1, 1, $2, $3, $4, $5, $6)
+            """,
+            memory_id,
+            ws.id,
+            draft.title,
+            draft.content,
+            draft.content_hash,
+            author,
+        )
+        await self._open_state(conn, memory_id, ws.id, "active", None, None, draft.valid_from, draft.valid_to)
+        await self._insert_chunks(conn, memory_id, 1, ws.id, chunks)
+        return memory_id
+
+    async def _chunks(self, title: str, content: str) -> list[Chunk]:
         # Tokenizing a 1 MiB note takes seconds: keep it off the event loop serving other calls.
         return await asyncio.to_thread(chunk_text, title, content, self.embedder.count_tokens, self.embedder.max_tokens)
 
@@ -206,7 +532,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         new_hash: str,
         tags: list[str],
         metadata: dict,
-        chunks: list,
+        chunks: list[Chunk],
     ) -> None:
         """Closes the open version, opens the next one with its chunks, and audits the change."""
         memory_id, old_version = row["id"], row["version"]
@@ -250,7 +576,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         log.info("memory_updated", memory_id=str(memory_id), version=version, chunks=len(chunks))
 
     async def _insert_chunks(
-        self, conn: asyncpg.Connection, memory_id: uuid.UUID, version: int, workspace_id: str, chunks: list
+        self, conn: asyncpg.Connection, memory_id: uuid.UUID, version: int, workspace_id: str, chunks: list[Chunk]
     ) -> None:
         await conn.execute(
             """
@@ -269,8 +595,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         # Delivered on commit: wakes the embedding workers of every ingest replica.
         await conn.execute("SELECT pg_notify($1, $2)", EMBED_CHANNEL, str(memory_id))
 
-    async def _fetch(self, conn: asyncpg.Connection, memory_id: uuid.UUID) -> Any:
+    async def _fetch(self, conn: asyncpg.Connection, memory_id: uuid.UUID) -> common_pb2.Memory:
         row = await conn.fetchrow(
-            f"SELECT {MEMORY_COLUMNS}, v.content FROM {MEMORY_WITH_CONTENT} WHERE m.id = $1", memory_id
+            f"SELECT {MEMORY_COLUMNS}, v.content FROM memories m {CONTENT_JOIN} WHERE m.id = $1", memory_id
         )
-        return memory_message(row, with_content=True)
+        return memory_message(row, with_content=True, trust=self.trust)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
@@ -19,6 +20,7 @@ MAX_TAG_CHARS = 64
 MAX_METADATA_BYTES = 64 * 1024
 MAX_SOURCE_URI_CHARS = 2048
 MAX_IDEMPOTENCY_KEY_CHARS = 200
+MAX_REASON_CHARS = 2000
 DERIVED_TITLE_CHARS = 80
 
 
@@ -111,10 +113,30 @@ class Draft:
     source_uri: str | None
     idempotency_key: str | None
     provenance: str
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+def check_reason(reason: str, required: bool) -> str | None:
+    reason = _no_nul(reason.strip(), "reason")
+    if required and not reason:
+        raise InvalidArgument("reason is required: say why, for whoever reads the history later")
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidArgument(f"reason is {len(reason)} characters; at most {MAX_REASON_CHARS}")
+    return reason or None
+
+
+def check_valid_time(request: Any) -> tuple[datetime | None, datetime | None]:
+    valid_from = request.valid_from.ToDatetime(tzinfo=UTC) if request.HasField("valid_from") else None
+    valid_to = request.valid_to.ToDatetime(tzinfo=UTC) if request.HasField("valid_to") else None
+    if valid_from and valid_to and valid_to <= valid_from:
+        raise InvalidArgument("valid_to must be after valid_from")
+    return valid_from, valid_to
 
 
 def check_write(request: Any, max_content_bytes: int) -> Draft:
     content = check_content(request.content, max_content_bytes)
+    valid_from, valid_to = check_valid_time(request)
     return Draft(
         kind=check_enum(common_pb2.MemoryKind, request.kind, "kind", "note"),
         title=check_title(request.title, content),
@@ -125,4 +147,6 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
         source_uri=check_short(request.source_uri, "source_uri", MAX_SOURCE_URI_CHARS),
         idempotency_key=check_short(request.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS),
         provenance=check_enum(common_pb2.Provenance, request.provenance, "provenance", "agent"),
+        valid_from=valid_from,
+        valid_to=valid_to,
     )

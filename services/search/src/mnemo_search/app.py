@@ -7,7 +7,7 @@ import asyncpg
 from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_platform import GrpcApp, Registration
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings, TrustSettings
 from mnemo_search.servicer import SearchServicer
 from mnemo_store import prepare_database
 
@@ -28,8 +28,10 @@ class SearchApp(GrpcApp):
         embedding: EmbeddingSettings,
         settings: SearchSettings,
         embedder: Embedder | None = None,
+        trust: TrustSettings | None = None,
     ) -> None:
         super().__init__(address, grace_s)
+        self.trust = trust or TrustSettings()
         self.dsn = dsn
         self.database = database
         self.settings = settings
@@ -40,7 +42,7 @@ class SearchApp(GrpcApp):
         self.pool = await prepare_database(
             self.dsn, self.embedder.model, self.embedder.dimension, self.database.pool_min, self.database.pool_max
         )
-        servicer = SearchServicer(self.pool, self.embedder, self.settings)
+        servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust)
         return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:

@@ -11,11 +11,11 @@ import asyncpg
 import structlog
 
 from mnemo_embed import Embedder, EmbedderUnavailable
-from mnemo_platform.config import SearchSettings
+from mnemo_platform.config import SearchSettings, TrustSettings
 from mnemo_platform.telemetry import tracer
 from mnemo_search.query import all_terms_query, any_term_query, literal_terms, relaxed_terms
 from mnemo_search.ranking import fuse_rankings, recency_factor
-from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_predicate
+from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope
 
 log = structlog.get_logger("mnemo.search")
 
@@ -45,6 +45,7 @@ class RankedHit:
     score: float
     fused: float
     recency: float
+    trust: float
     lexical: LegHit | None
     semantic: LegHit | None
 
@@ -68,24 +69,25 @@ def _best_per_memory(rows: list[asyncpg.Record], limit: int) -> list[LegHit]:
 
 
 class SearchEngine:
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings) -> None:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings, trust: TrustSettings) -> None:
         self.pool = pool
         self.embedder = embedder
         self.settings = settings
+        self.trust = trust
 
     # -- legs -------------------------------------------------------------------------------
 
     async def _lexical_match(self, scope: Scope, tsquery_text: str, limit: int) -> list[LegHit]:
         params = Params()
         query = params.bind(tsquery_text)
-        predicate = build_predicate(scope, params, memory="m", chunk="c")
+        scoped = build_scope(scope, params, memory="m", chunk="c")
         # Rank only the first N matches: ts_rank_cd's cost grows with matches, not with LIMIT.
         sql = f"""
             WITH q AS (SELECT websearch_to_tsquery('{TS_CONFIG}', {query}) AS query),
             matches AS (
                 SELECT c.memory_id, c.id AS chunk_id, ts_rank_cd(c.tsv, q.query) AS score
-                FROM q, chunks c JOIN memories m ON m.id = c.memory_id
-                WHERE c.tsv @@ q.query AND {predicate}
+                FROM q, chunks c JOIN {scoped.source} ON m.id = c.memory_id
+                WHERE c.tsv @@ q.query AND {scoped.where}
                 LIMIT {params.bind(self.settings.lexical_match_cap)}
             )
             SELECT memory_id, chunk_id, score FROM matches
@@ -114,11 +116,11 @@ class SearchEngine:
             vector = (await self.embedder.embed([text]))[0]
             params = Params()
             bound_vector = params.bind(vector)
-            predicate = build_predicate(scope, params, memory="m", chunk="c")
+            scoped = build_scope(scope, params, memory="m", chunk="c")
             sql = f"""
                 SELECT c.memory_id, c.id AS chunk_id, 1 - (c.embedding <=> {bound_vector}) AS score
-                FROM chunks c JOIN memories m ON m.id = c.memory_id
-                WHERE c.embed_status = 'embedded' AND {predicate}
+                FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
+                WHERE c.embed_status = 'embedded' AND {scoped.where}
                 ORDER BY c.embedding <=> {bound_vector}
                 LIMIT {params.bind(limit * 3)}
             """
@@ -180,8 +182,10 @@ class SearchEngine:
             recency = recency_factor(
                 row["updated_at"], now, self.settings.recency_half_life_days, self.settings.recency_weight
             )
-            ranked.append((fused_score * recency, fused_score, recency, memory_id))
-        ranked.sort(key=lambda item: (-item[0], str(item[3])))
+            # After fusion: a confirmed decision outranks an equally matching harvested transcript.
+            trust = self.trust.factor(row["status"], row["provenance"], row["trust"])
+            ranked.append((fused_score * recency * trust, fused_score, recency, trust, memory_id))
+        ranked.sort(key=lambda item: (-item[0], str(item[-1])))
         top = ranked[:limit]
         snippets = await self._snippets(
             text,
@@ -197,10 +201,11 @@ class SearchEngine:
                 score=score,
                 fused=fused_score,
                 recency=recency,
+                trust=trust,
                 lexical=by_leg.get(LEXICAL, {}).get(memory_id),
                 semantic=by_leg.get(SEMANTIC, {}).get(memory_id),
             )
-            for score, fused_score, recency, memory_id in top
+            for score, fused_score, recency, trust, memory_id in top
         ]
         return SearchOutcome(hits, degraded, relaxed)
 
@@ -209,9 +214,9 @@ class SearchEngine:
             return {}
         params = Params()
         wanted = params.bind(ids)
-        predicate = build_predicate(scope, params, memory="m")
+        scoped = build_scope(scope, params, memory="m")
         rows = await self.pool.fetch(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY({wanted}::uuid[]) AND {predicate}",
+            f"SELECT {MEMORY_COLUMNS} FROM {scoped.source} WHERE m.id = ANY({wanted}::uuid[]) AND {scoped.where}",
             *params.values,
         )
         return {row["id"]: row for row in rows}

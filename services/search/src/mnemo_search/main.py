@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping
 
 from mnemo_platform import SettingsError, load
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings, ServiceAddresses
+from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings, ServiceAddresses, TrustSettings
 from mnemo_platform.process import run_process
 from mnemo_search.app import SearchApp
 
@@ -25,6 +25,7 @@ def build(environ: Mapping[str, str] | None = None) -> SearchApp:
         database=database,
         embedding=load(EmbeddingSettings, environ),
         settings=load(SearchSettings, environ),
+        trust=load(TrustSettings, environ),
     )
 
 

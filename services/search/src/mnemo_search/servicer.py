@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -14,23 +15,25 @@ from mnemo.common.v1 import common_pb2
 from mnemo.search.v1 import search_service_pb2 as pb
 from mnemo.search.v1 import search_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder
-from mnemo_platform import InvalidArgument, NotFound, enum_label
-from mnemo_platform.config import SearchSettings
+from mnemo_platform import InvalidArgument, NotFound, enum_label, enum_value
+from mnemo_platform.config import SearchSettings, TrustSettings
 from mnemo_search.engine import LegHit, SearchEngine
 from mnemo_store import (
+    CONTENT_JOIN,
     GLOBAL_WORKSPACE,
     MEMORY_COLUMNS,
-    MEMORY_WITH_CONTENT,
     Params,
     Scope,
     WorkspaceRow,
-    build_predicate,
+    build_scope,
     from_timestamp,
     memory_message,
     parse_memory_id,
     read_embedding_space,
     resolve_workspace,
+    struct,
     timestamp,
+    verify_chains,
     workspace_message,
 )
 
@@ -43,28 +46,39 @@ def _no_nul(value: str, field: str) -> str:
     return value
 
 
-def filter_scope(message: common_pb2.MemoryFilter | None) -> Scope:
-    """The request's filter as a scope, checked before anything is read; workspaces come later."""
-    if message is None:
-        return Scope(workspace_ids=None)
-    kinds = []
-    for kind in message.kinds:
-        try:
-            label = enum_label(common_pb2.MemoryKind, kind)
-        except ValueError:
-            label = ""
-        if not label:
-            raise InvalidArgument(f"filter kind {kind} is not a known kind")
-        kinds.append(label)
-    return Scope(
-        workspace_ids=None,
-        kinds=kinds,
-        tags=[_no_nul(tag, "filter tag") for tag in message.tags],
-        created_after=from_timestamp(message.created_after, message.HasField("created_after")),
-        created_before=from_timestamp(message.created_before, message.HasField("created_before")),
-        updated_after=from_timestamp(message.updated_after, message.HasField("updated_after")),
-        updated_before=from_timestamp(message.updated_before, message.HasField("updated_before")),
-    )
+def read_scope(message: common_pb2.MemoryFilter | None, options: common_pb2.ReadOptions | None) -> Scope:
+    """The request's filter and read options as a scope, checked before anything is read.
+
+    The workspaces come later (in_workspace), once the workspace is resolved.
+    """
+    scope = Scope(workspace_ids=None)
+    if message is not None:
+        kinds = []
+        for kind in message.kinds:
+            try:
+                label = enum_label(common_pb2.MemoryKind, kind)
+            except ValueError:
+                label = ""
+            if not label:
+                raise InvalidArgument(f"filter kind {kind} is not a known kind")
+            kinds.append(label)
+        scope = replace(
+            scope,
+            kinds=kinds,
+            tags=[_no_nul(tag, "filter tag") for tag in message.tags],
+            created_after=from_timestamp(message.created_after, message.HasField("created_after")),
+            created_before=from_timestamp(message.created_before, message.HasField("created_before")),
+            updated_after=from_timestamp(message.updated_after, message.HasField("updated_after")),
+            updated_before=from_timestamp(message.updated_before, message.HasField("updated_before")),
+        )
+    if options is not None:
+        scope = replace(
+            scope,
+            include_history=options.include_history,
+            as_of=from_timestamp(options.as_of, options.HasField("as_of")),
+            valid_at=from_timestamp(options.valid_at, options.HasField("valid_at")),
+        )
+    return scope
 
 
 def in_workspace(scope: Scope, ws: WorkspaceRow) -> Scope:
@@ -73,16 +87,46 @@ def in_workspace(scope: Scope, ws: WorkspaceRow) -> Scope:
     return replace(scope, workspace_ids=workspace_ids)
 
 
+def _options(request: Any) -> common_pb2.ReadOptions | None:
+    return request.options if request.HasField("options") else None
+
+
+def _filter(request: Any) -> common_pb2.MemoryFilter | None:
+    return request.filter if request.HasField("filter") else None
+
+
 def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
     return pb.LegExplanation(rank=hit.rank, score=hit.score) if hit else pb.LegExplanation()
 
 
+def audit_message(row: asyncpg.Record) -> common_pb2.AuditEvent:
+    return common_pb2.AuditEvent(
+        id=row["id"],
+        at=timestamp(row["at"]),
+        principal=row["principal"],
+        workspace_id=row["workspace_id"],
+        action=row["action"],
+        memory_id=str(row["memory_id"]) if row["memory_id"] else "",
+        version=row["version"] or 0,
+        before_hash=row["before_hash"] or "",
+        after_hash=row["after_hash"] or "",
+        request_id=row["request_id"],
+        trace_id=row["trace_id"],
+        prev_hash=row["prev_hash"],
+        hash=row["hash"],
+        details=struct({k: v for k, v in row["details"].items() if v is not None}),
+    )
+
+
 class SearchServicer(pb_grpc.SearchServiceServicer):
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings, trust: TrustSettings | None = None
+    ) -> None:
         self.pool = pool
         self.embedder = embedder
         self.settings = settings
-        self.engine = SearchEngine(pool, embedder, settings)
+        self.trust = trust or TrustSettings()
+        self.engine = SearchEngine(pool, embedder, settings, self.trust)
 
     def _limit(self, value: int, field: str) -> int:
         if value < 0:
@@ -97,15 +141,16 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         mode = enum_label(pb.SearchMode, request.mode) if request.mode else "hybrid"
         if not mode:
             raise InvalidArgument(f"mode {request.mode} is not a known search mode")
-        scope = filter_scope(request.filter if request.HasField("filter") else None)
+        scope = read_scope(_filter(request), _options(request))
         ws = await resolve_workspace(self.pool, request.workspace)
-        scope = in_workspace(scope, ws)
-        outcome = await self.engine.search(scope, text, mode, limit)
+        outcome = await self.engine.search(in_workspace(scope, ws), text, mode, limit)
         response = pb.SearchResponse(
             degraded=outcome.degraded, lexical_relaxed=outcome.relaxed, workspace=workspace_message(ws)
         )
         for hit in outcome.hits:
-            result = response.hits.add(memory=memory_message(hit.row), snippet=hit.snippet, score=hit.score)
+            result = response.hits.add(
+                memory=memory_message(hit.row, trust=self.trust), snippet=hit.snippet, score=hit.score
+            )
             if request.explain:
                 result.explanation.CopyFrom(
                     pb.Explanation(
@@ -114,39 +159,68 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                         fused_score=hit.fused,
                         recency_factor=hit.recency,
                         lexical_relaxed=outcome.relaxed and hit.lexical is not None,
+                        trust_factor=hit.trust,
                     )
                 )
         return response
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context: Any) -> pb.GetMemoryResponse:
         memory_id = parse_memory_id(request.id)
+        scope = read_scope(None, _options(request))
         ws = await resolve_workspace(self.pool, request.workspace)
         params = Params()
         wanted = params.bind(memory_id)
-        predicate = build_predicate(in_workspace(filter_scope(None), ws), params, memory="m")
+        scoped = build_scope(in_workspace(scope, ws), params, memory="m")
         row = await self.pool.fetchrow(
-            f"SELECT {MEMORY_COLUMNS}, v.content FROM {MEMORY_WITH_CONTENT} WHERE m.id = {wanted} AND {predicate}",
+            f"SELECT {MEMORY_COLUMNS}, v.content FROM {scoped.source} {CONTENT_JOIN} "
+            f"WHERE m.id = {wanted} AND {scoped.where}",
             *params.values,
         )
         if row is None:
-            raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
-        return pb.GetMemoryResponse(memory=memory_message(row, with_content=True))
+            raise NotFound(await self._why_not_found(ws, memory_id, scope))
+        return pb.GetMemoryResponse(memory=memory_message(row, with_content=True, trust=self.trust))
+
+    async def _why_not_found(self, ws: WorkspaceRow, memory_id: uuid.UUID, scope: Scope) -> str:
+        """Within the caller's own workspace, say why a memory is not readable; elsewhere, nothing."""
+        row = await self.pool.fetchrow(
+            "SELECT status, superseded_by, deleted_at, created_at FROM memories "
+            "WHERE id = $1 AND workspace_id = ANY($2::text[])",
+            memory_id,
+            [ws.id, GLOBAL_WORKSPACE],
+        )
+        if row is None:
+            purged = await self.pool.fetchval(
+                "SELECT purged_at FROM tombstones WHERE memory_id = $1 AND workspace_id = $2 AND purged_at IS NOT NULL",
+                memory_id,
+                ws.id,
+            )
+            if purged is not None:
+                return f"memory {memory_id} was purged; nothing of it remains"
+            return f"memory {memory_id} not found in workspace {ws.name!r}"
+        if row["deleted_at"] is not None:
+            return f"memory {memory_id} was deleted; restore it to read it (mnemo restore {memory_id})"
+        if scope.as_of is not None and row["created_at"] > scope.as_of:
+            return f"memory {memory_id} did not exist yet at {scope.as_of.isoformat()}"
+        if not scope.include_history:
+            by = f" by {row['superseded_by']}" if row["superseded_by"] else ""
+            return f"memory {memory_id} is {row['status']}{by}; pass include_history to read it"
+        return f"memory {memory_id} is outside the requested time (as_of/valid_at)"
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context: Any) -> pb.ListMemoriesResponse:
         size = self._limit(request.page_size, "page_size")
-        scope = filter_scope(request.filter if request.HasField("filter") else None)
+        scope = read_scope(_filter(request), _options(request))
         cursor = _decode_token(request.page_token) if request.page_token else None
         ws = await resolve_workspace(self.pool, request.workspace)
         params = Params()
-        predicate = build_predicate(in_workspace(scope, ws), params, memory="m")
+        scoped = build_scope(in_workspace(scope, ws), params, memory="m")
         after = ""
         if cursor is not None:
             updated_at, last_id = cursor
             after = f"AND (m.updated_at, m.id) < ({params.bind(updated_at)}, {params.bind(last_id)}::uuid)"
         rows = await self.pool.fetch(
             f"""
-            SELECT {MEMORY_COLUMNS} FROM memories m
-            WHERE {predicate} {after}
+            SELECT {MEMORY_COLUMNS} FROM {scoped.source}
+            WHERE {scoped.where} {after}
             ORDER BY m.updated_at DESC, m.id DESC
             LIMIT {params.bind(size + 1)}
             """,
@@ -154,7 +228,107 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         )
         page, more = rows[:size], len(rows) > size
         token = _encode_token(page[-1]["updated_at"], str(page[-1]["id"])) if more else ""
-        return pb.ListMemoriesResponse(memories=[memory_message(r) for r in page], next_page_token=token)
+        return pb.ListMemoriesResponse(
+            memories=[memory_message(r, trust=self.trust) for r in page], next_page_token=token
+        )
+
+    async def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
+        memory_id = parse_memory_id(request.id)
+        ws = await resolve_workspace(self.pool, request.workspace)
+        params = Params()
+        wanted = params.bind(memory_id)
+        scoped = build_scope(in_workspace(Scope(workspace_ids=None, include_history=True), ws), params, memory="m")
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                f"SELECT {MEMORY_COLUMNS} FROM {scoped.source} WHERE m.id = {wanted} AND {scoped.where}",
+                *params.values,
+            )
+            if row is None:
+                raise NotFound(
+                    await self._why_not_found(ws, memory_id, Scope(workspace_ids=None, include_history=True))
+                )
+            versions = await conn.fetch(
+                "SELECT * FROM memory_versions WHERE memory_id = $1 ORDER BY version", memory_id
+            )
+            states = await conn.fetch(
+                "SELECT * FROM memory_states WHERE memory_id = $1 ORDER BY recorded_from", memory_id
+            )
+            events = await conn.fetch(
+                "SELECT * FROM audit_events WHERE workspace_id = $2 AND (memory_id = $1 OR details->>'successor' = $3) "
+                "ORDER BY id",
+                memory_id,
+                row["workspace_id"],
+                str(memory_id),
+            )
+        return pb.GetHistoryResponse(
+            memory=memory_message(row, trust=self.trust),
+            versions=[
+                pb.VersionRecord(
+                    version=v["version"],
+                    title=v["title"],
+                    content=v["content"],
+                    content_hash=v["content_hash"],
+                    author=v["author"],
+                    recorded_from=timestamp(v["recorded_from"]),
+                    recorded_to=timestamp(v["recorded_to"]),
+                )
+                for v in versions
+            ],
+            states=[
+                pb.StateRecord(
+                    status=enum_value(common_pb2.MemoryStatus, s["status"], "status"),
+                    reason=s["reason"] or "",
+                    principal=s["principal"],
+                    superseded_by=str(s["superseded_by"]) if s["superseded_by"] else "",
+                    valid_from=timestamp(s["valid_from"]),
+                    valid_to=timestamp(s["valid_to"]),
+                    recorded_from=timestamp(s["recorded_from"]),
+                    recorded_to=timestamp(s["recorded_to"]),
+                )
+                for s in states
+            ],
+            events=[audit_message(e) for e in events],
+        )
+
+    async def ListAuditEvents(self, request: pb.ListAuditEventsRequest, context: Any) -> pb.ListAuditEventsResponse:
+        size = self._limit(request.page_size, "page_size")
+        memory_id = parse_memory_id(request.memory_id) if request.memory_id else None
+        before = None
+        if request.page_token:
+            try:
+                before = int(request.page_token)
+            except ValueError:
+                raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
+        ws = await resolve_workspace(self.pool, request.workspace)
+        params = Params()
+        clauses = [f"workspace_id = {params.bind(ws.id)}"]
+        if memory_id is not None:
+            clauses.append(
+                f"(memory_id = {params.bind(memory_id)} OR details->>'successor' = {params.bind(str(memory_id))})"
+            )
+        if before is not None:
+            clauses.append(f"id < {params.bind(before)}")
+        rows = await self.pool.fetch(
+            f"SELECT * FROM audit_events WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT {params.bind(size + 1)}",
+            *params.values,
+        )
+        page, more = rows[:size], len(rows) > size
+        return pb.ListAuditEventsResponse(
+            events=[audit_message(r) for r in page], next_page_token=str(page[-1]["id"]) if more else ""
+        )
+
+    async def VerifyAudit(self, request: pb.VerifyAuditRequest, context: Any) -> pb.VerifyAuditResponse:
+        workspace_id = (await resolve_workspace(self.pool, request.workspace)).id if request.workspace else None
+        async with self.pool.acquire() as conn:
+            check = await verify_chains(conn, workspace_id)
+        return pb.VerifyAuditResponse(
+            ok=check.ok,
+            events_checked=check.events_checked,
+            workspaces_checked=check.workspaces_checked,
+            broken_event_id=check.broken_event_id or 0,
+            broken_workspace_id=check.broken_workspace_id or "",
+            problem=check.problem,
+        )
 
     async def ListWorkspaces(self, request: pb.ListWorkspacesRequest, context: Any) -> pb.ListWorkspacesResponse:
         rows = await self.pool.fetch("SELECT id, name, root_path, created_at FROM workspaces ORDER BY name")
@@ -185,12 +359,12 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             if space:
                 response.embedding_model, response.embedding_dimension = space
             params = Params()
-            where_m = build_predicate(Scope(workspace_ids=workspace_ids), params, memory="m")
+            scoped = build_scope(Scope(workspace_ids=workspace_ids), params, memory="m")
             where_c = "TRUE" if workspace_ids is None else f"c.workspace_id = ANY({params.bind(workspace_ids)}::text[])"
             row = await conn.fetchrow(
                 f"""
                 SELECT
-                  (SELECT count(*) FROM memories m WHERE {where_m}) AS memories,
+                  (SELECT count(*) FROM {scoped.source} WHERE {scoped.where}) AS memories,
                   (SELECT count(*) FILTER (WHERE embed_status = 'pending') FROM chunks c WHERE {where_c}) AS pending,
                   (SELECT count(*) FILTER (WHERE embed_status = 'embedded') FROM chunks c WHERE {where_c}) AS embedded,
                   (SELECT count(*) FILTER (WHERE embed_status = 'failed') FROM chunks c WHERE {where_c}) AS failed,

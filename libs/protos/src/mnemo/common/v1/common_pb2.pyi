@@ -88,7 +88,7 @@ class Workspace(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., root_path: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "workspace_id", "kind", "title", "content", "tags", "metadata", "source_uri", "status", "provenance", "author", "version", "content_hash", "created_at", "updated_at", "embedding_state")
+    __slots__ = ("id", "workspace_id", "kind", "title", "content", "tags", "metadata", "source_uri", "status", "provenance", "author", "version", "content_hash", "created_at", "updated_at", "embedding_state", "superseded_by", "valid_from", "valid_to", "status_reason", "trust")
     ID_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,11 @@ class Memory(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_STATE_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FIELD_NUMBER: _ClassVar[int]
     id: str
     workspace_id: str
     kind: MemoryKind
@@ -121,7 +126,12 @@ class Memory(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     embedding_state: EmbeddingState
-    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., provenance: _Optional[_Union[Provenance, str]] = ..., author: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_state: _Optional[_Union[EmbeddingState, str]] = ...) -> None: ...
+    superseded_by: str
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    status_reason: str
+    trust: float
+    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., provenance: _Optional[_Union[Provenance, str]] = ..., author: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_state: _Optional[_Union[EmbeddingState, str]] = ..., superseded_by: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status_reason: _Optional[str] = ..., trust: _Optional[float] = ...) -> None: ...
 
 class MemoryFilter(_message.Message):
     __slots__ = ("kinds", "tags", "created_after", "created_before", "updated_after", "updated_before")
@@ -138,3 +148,45 @@ class MemoryFilter(_message.Message):
     updated_after: _timestamp_pb2.Timestamp
     updated_before: _timestamp_pb2.Timestamp
     def __init__(self, kinds: _Optional[_Iterable[_Union[MemoryKind, str]]] = ..., tags: _Optional[_Iterable[str]] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReadOptions(_message.Message):
+    __slots__ = ("include_history", "as_of", "valid_at")
+    INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    VALID_AT_FIELD_NUMBER: _ClassVar[int]
+    include_history: bool
+    as_of: _timestamp_pb2.Timestamp
+    valid_at: _timestamp_pb2.Timestamp
+    def __init__(self, include_history: _Optional[bool] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AuditEvent(_message.Message):
+    __slots__ = ("id", "at", "principal", "workspace_id", "action", "memory_id", "version", "before_hash", "after_hash", "request_id", "trace_id", "prev_hash", "hash", "details")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_HASH_FIELD_NUMBER: _ClassVar[int]
+    AFTER_HASH_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREV_HASH_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    at: _timestamp_pb2.Timestamp
+    principal: str
+    workspace_id: str
+    action: str
+    memory_id: str
+    version: int
+    before_hash: str
+    after_hash: str
+    request_id: str
+    trace_id: str
+    prev_hash: str
+    hash: str
+    details: _struct_pb2.Struct
+    def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., principal: _Optional[str] = ..., workspace_id: _Optional[str] = ..., action: _Optional[str] = ..., memory_id: _Optional[str] = ..., version: _Optional[int] = ..., before_hash: _Optional[str] = ..., after_hash: _Optional[str] = ..., request_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...

@@ -1,4 +1,7 @@
+import datetime
+
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from mnemo.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -23,7 +26,7 @@ WRITE_OUTCOME_UNCHANGED: WriteOutcome
 WRITE_OUTCOME_REPLAYED: WriteOutcome
 
 class WriteMemoryRequest(_message.Message):
-    __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance")
+    __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +36,8 @@ class WriteMemoryRequest(_message.Message):
     SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     kind: _common_pb2.MemoryKind
     title: str
@@ -42,7 +47,9 @@ class WriteMemoryRequest(_message.Message):
     source_uri: str
     idempotency_key: str
     provenance: _common_pb2.Provenance
-    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., provenance: _Optional[_Union[_common_pb2.Provenance, str]] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., provenance: _Optional[_Union[_common_pb2.Provenance, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WriteMemoryResponse(_message.Message):
     __slots__ = ("memory", "outcome")
@@ -95,3 +102,127 @@ class AddWorkspaceResponse(_message.Message):
     workspace: _common_pb2.Workspace
     created: bool
     def __init__(self, workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class SupersedeMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id", "successor", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    successor: WriteMemoryRequest
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., successor: _Optional[_Union[WriteMemoryRequest, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SupersedeMemoryResponse(_message.Message):
+    __slots__ = ("superseded", "successor")
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
+    superseded: _common_pb2.Memory
+    successor: _common_pb2.Memory
+    def __init__(self, superseded: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., successor: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class RetractMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RetractMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _common_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ConfirmMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ConfirmMemoryResponse(_message.Message):
+    __slots__ = ("memory", "outcome")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    memory: _common_pb2.Memory
+    outcome: WriteOutcome
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ...) -> None: ...
+
+class Tombstone(_message.Message):
+    __slots__ = ("workspace_id", "memory_id", "source_uri", "source_fingerprint", "reason", "principal", "deleted_at", "restored_at", "purged_at")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    DELETED_AT_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_AT_FIELD_NUMBER: _ClassVar[int]
+    PURGED_AT_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    memory_id: str
+    source_uri: str
+    source_fingerprint: str
+    reason: str
+    principal: str
+    deleted_at: _timestamp_pb2.Timestamp
+    restored_at: _timestamp_pb2.Timestamp
+    purged_at: _timestamp_pb2.Timestamp
+    def __init__(self, workspace_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., source_uri: _Optional[str] = ..., source_fingerprint: _Optional[str] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ..., deleted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., restored_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., purged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeleteMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DeleteMemoryResponse(_message.Message):
+    __slots__ = ("tombstone",)
+    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
+    tombstone: Tombstone
+    def __init__(self, tombstone: _Optional[_Union[Tombstone, _Mapping]] = ...) -> None: ...
+
+class RestoreMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class RestoreMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _common_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class PurgeMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason", "force")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    force: bool
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class PurgeMemoryResponse(_message.Message):
+    __slots__ = ("tombstone",)
+    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
+    tombstone: Tombstone
+    def __init__(self, tombstone: _Optional[_Union[Tombstone, _Mapping]] = ...) -> None: ...

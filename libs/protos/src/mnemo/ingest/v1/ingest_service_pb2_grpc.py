@@ -50,6 +50,36 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AddWorkspaceRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AddWorkspaceResponse.FromString,
                 _registered_method=True)
+        self.SupersedeMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/SupersedeMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.SupersedeMemoryResponse.FromString,
+                _registered_method=True)
+        self.RetractMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RetractMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetractMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetractMemoryResponse.FromString,
+                _registered_method=True)
+        self.ConfirmMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/ConfirmMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConfirmMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConfirmMemoryResponse.FromString,
+                _registered_method=True)
+        self.DeleteMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/DeleteMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.DeleteMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.DeleteMemoryResponse.FromString,
+                _registered_method=True)
+        self.RestoreMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RestoreMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoryResponse.FromString,
+                _registered_method=True)
+        self.PurgeMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/PurgeMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -77,6 +107,48 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SupersedeMemory(self, request, context):
+        """SupersedeMemory replaces a belief: it writes the successor and marks the old one superseded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetractMemory(self, request, context):
+        """RetractMemory marks a belief wrong, with no successor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConfirmMemory(self, request, context):
+        """ConfirmMemory marks an active or candidate memory confirmed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMemory(self, request, context):
+        """DeleteMemory removes a memory from every read path and leaves a restorable tombstone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreMemory(self, request, context):
+        """RestoreMemory undoes a deletion that was not purged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeMemory(self, request, context):
+        """PurgeMemory erases a memory's content and versions for good, keeping only the tombstone key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +166,36 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.AddWorkspace,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AddWorkspaceRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AddWorkspaceResponse.SerializeToString,
+            ),
+            'SupersedeMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SupersedeMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.SupersedeMemoryResponse.SerializeToString,
+            ),
+            'RetractMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetractMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetractMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetractMemoryResponse.SerializeToString,
+            ),
+            'ConfirmMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfirmMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConfirmMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConfirmMemoryResponse.SerializeToString,
+            ),
+            'DeleteMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.DeleteMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.DeleteMemoryResponse.SerializeToString,
+            ),
+            'RestoreMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoryResponse.SerializeToString,
+            ),
+            'PurgeMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +280,168 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/AddWorkspace',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AddWorkspaceRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AddWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SupersedeMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/SupersedeMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.SupersedeMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetractMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RetractMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetractMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetractMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfirmMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/ConfirmMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConfirmMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConfirmMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/DeleteMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.DeleteMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.DeleteMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RestoreMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/PurgeMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

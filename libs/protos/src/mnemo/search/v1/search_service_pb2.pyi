@@ -23,20 +23,22 @@ SEARCH_MODE_LEXICAL: SearchMode
 SEARCH_MODE_SEMANTIC: SearchMode
 
 class SearchRequest(_message.Message):
-    __slots__ = ("workspace", "query", "mode", "limit", "filter", "explain")
+    __slots__ = ("workspace", "query", "mode", "limit", "filter", "explain", "options")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     query: str
     mode: SearchMode
     limit: int
     filter: _common_pb2.MemoryFilter
     explain: bool
-    def __init__(self, workspace: _Optional[str] = ..., query: _Optional[str] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_common_pb2.MemoryFilter, _Mapping]] = ..., explain: _Optional[bool] = ...) -> None: ...
+    options: _common_pb2.ReadOptions
+    def __init__(self, workspace: _Optional[str] = ..., query: _Optional[str] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_common_pb2.MemoryFilter, _Mapping]] = ..., explain: _Optional[bool] = ..., options: _Optional[_Union[_common_pb2.ReadOptions, _Mapping]] = ...) -> None: ...
 
 class LegExplanation(_message.Message):
     __slots__ = ("rank", "score")
@@ -47,18 +49,20 @@ class LegExplanation(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("lexical", "semantic", "fused_score", "recency_factor", "lexical_relaxed")
+    __slots__ = ("lexical", "semantic", "fused_score", "recency_factor", "lexical_relaxed", "trust_factor")
     LEXICAL_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_FIELD_NUMBER: _ClassVar[int]
     FUSED_SCORE_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FACTOR_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_RELAXED_FIELD_NUMBER: _ClassVar[int]
+    TRUST_FACTOR_FIELD_NUMBER: _ClassVar[int]
     lexical: LegExplanation
     semantic: LegExplanation
     fused_score: float
     recency_factor: float
     lexical_relaxed: bool
-    def __init__(self, lexical: _Optional[_Union[LegExplanation, _Mapping]] = ..., semantic: _Optional[_Union[LegExplanation, _Mapping]] = ..., fused_score: _Optional[float] = ..., recency_factor: _Optional[float] = ..., lexical_relaxed: _Optional[bool] = ...) -> None: ...
+    trust_factor: float
+    def __init__(self, lexical: _Optional[_Union[LegExplanation, _Mapping]] = ..., semantic: _Optional[_Union[LegExplanation, _Mapping]] = ..., fused_score: _Optional[float] = ..., recency_factor: _Optional[float] = ..., lexical_relaxed: _Optional[bool] = ..., trust_factor: _Optional[float] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("memory", "snippet", "score", "explanation")
@@ -85,12 +89,14 @@ class SearchResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., lexical_relaxed: _Optional[bool] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
-    __slots__ = ("workspace", "id")
+    __slots__ = ("workspace", "id", "options")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     id: str
-    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+    options: _common_pb2.ReadOptions
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., options: _Optional[_Union[_common_pb2.ReadOptions, _Mapping]] = ...) -> None: ...
 
 class GetMemoryResponse(_message.Message):
     __slots__ = ("memory",)
@@ -99,16 +105,18 @@ class GetMemoryResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
-    __slots__ = ("workspace", "page_size", "page_token", "filter")
+    __slots__ = ("workspace", "page_size", "page_token", "filter", "options")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     page_size: int
     page_token: str
     filter: _common_pb2.MemoryFilter
-    def __init__(self, workspace: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[_Union[_common_pb2.MemoryFilter, _Mapping]] = ...) -> None: ...
+    options: _common_pb2.ReadOptions
+    def __init__(self, workspace: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[_Union[_common_pb2.MemoryFilter, _Mapping]] = ..., options: _Optional[_Union[_common_pb2.ReadOptions, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesResponse(_message.Message):
     __slots__ = ("memories", "next_page_token")
@@ -171,3 +179,103 @@ class GetStatusResponse(_message.Message):
     last_error: str
     workspace: _common_pb2.Workspace
     def __init__(self, memories: _Optional[int] = ..., chunks_pending: _Optional[int] = ..., chunks_embedded: _Optional[int] = ..., chunks_failed: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., embedder_ready: _Optional[bool] = ..., embedder_state: _Optional[str] = ..., oldest_pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ...) -> None: ...
+
+class GetHistoryRequest(_message.Message):
+    __slots__ = ("workspace", "id")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class VersionRecord(_message.Message):
+    __slots__ = ("version", "title", "content", "content_hash", "author", "recorded_from", "recorded_to")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_FROM_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_TO_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    title: str
+    content: str
+    content_hash: str
+    author: str
+    recorded_from: _timestamp_pb2.Timestamp
+    recorded_to: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[int] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., content_hash: _Optional[str] = ..., author: _Optional[str] = ..., recorded_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class StateRecord(_message.Message):
+    __slots__ = ("status", "reason", "principal", "superseded_by", "valid_from", "valid_to", "recorded_from", "recorded_to")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_FROM_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_TO_FIELD_NUMBER: _ClassVar[int]
+    status: _common_pb2.MemoryStatus
+    reason: str
+    principal: str
+    superseded_by: str
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    recorded_from: _timestamp_pb2.Timestamp
+    recorded_to: _timestamp_pb2.Timestamp
+    def __init__(self, status: _Optional[_Union[_common_pb2.MemoryStatus, str]] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ..., superseded_by: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetHistoryResponse(_message.Message):
+    __slots__ = ("memory", "versions", "states", "events")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    memory: _common_pb2.Memory
+    versions: _containers.RepeatedCompositeFieldContainer[VersionRecord]
+    states: _containers.RepeatedCompositeFieldContainer[StateRecord]
+    events: _containers.RepeatedCompositeFieldContainer[_common_pb2.AuditEvent]
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[VersionRecord, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[StateRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_common_pb2.AuditEvent, _Mapping]]] = ...) -> None: ...
+
+class ListAuditEventsRequest(_message.Message):
+    __slots__ = ("workspace", "memory_id", "page_size", "page_token")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    memory_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, workspace: _Optional[str] = ..., memory_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAuditEventsResponse(_message.Message):
+    __slots__ = ("events", "next_page_token")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_common_pb2.AuditEvent]
+    next_page_token: str
+    def __init__(self, events: _Optional[_Iterable[_Union[_common_pb2.AuditEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class VerifyAuditRequest(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    def __init__(self, workspace: _Optional[str] = ...) -> None: ...
+
+class VerifyAuditResponse(_message.Message):
+    __slots__ = ("ok", "events_checked", "workspaces_checked", "broken_event_id", "broken_workspace_id", "problem")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACES_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    BROKEN_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKEN_WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    events_checked: int
+    workspaces_checked: int
+    broken_event_id: int
+    broken_workspace_id: str
+    problem: str
+    def __init__(self, ok: _Optional[bool] = ..., events_checked: _Optional[int] = ..., workspaces_checked: _Optional[int] = ..., broken_event_id: _Optional[int] = ..., broken_workspace_id: _Optional[str] = ..., problem: _Optional[str] = ...) -> None: ...

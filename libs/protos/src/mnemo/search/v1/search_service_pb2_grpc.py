@@ -65,6 +65,21 @@ class SearchServiceStub:
                 request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
+        self.GetHistory = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/GetHistory',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetHistoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetHistoryResponse.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/ListAuditEvents',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
+        self.VerifyAudit = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/VerifyAudit',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditResponse.FromString,
+                _registered_method=True)
 
 
 class SearchServiceServicer:
@@ -113,6 +128,27 @@ class SearchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetHistory(self, request, context):
+        """GetHistory returns a memory's versions and status changes, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """ListAuditEvents pages through a workspace's audit log, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyAudit(self, request, context):
+        """VerifyAudit walks the hash chains and reports the first broken link.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SearchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +181,21 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetStatusRequest.FromString,
                     response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'GetHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHistory,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetHistoryRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetHistoryResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'VerifyAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyAudit,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +361,87 @@ class SearchService:
             '/mnemo.search.v1.SearchService/GetStatus',
             mnemo_dot_search_dot_v1_dot_search__service__pb2.GetStatusRequest.SerializeToString,
             mnemo_dot_search_dot_v1_dot_search__service__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/GetHistory',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.GetHistoryRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.GetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/ListAuditEvents',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ListAuditEventsRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/VerifyAudit',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,
