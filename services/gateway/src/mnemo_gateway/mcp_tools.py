@@ -82,6 +82,7 @@ def build_mcp(operations: Operations) -> MCPServer:
         tags: Annotated[list[str] | None, Field(description=describe(WriteInput, "tags"))] = None,
         source_uri: Annotated[str, Field(description=describe(WriteInput, "source_uri"))] = "",
         idempotency_key: Annotated[str, Field(description=describe(WriteInput, "idempotency_key"))] = "",
+        valid_from: Annotated[datetime | None, Field(description=describe(WriteInput, "valid_from"))] = None,
         workspace: Workspace = None,
     ) -> dict[str, Any]:
         """Save something worth remembering in future sessions of this project: a decision and its
@@ -99,6 +100,7 @@ def build_mcp(operations: Operations) -> MCPServer:
                     tags=tags or [],
                     source_uri=source_uri,
                     idempotency_key=idempotency_key,
+                    valid_from=valid_from,
                     workspace=workspace,
                 ),
                 _url_workspace(ctx),

@@ -53,6 +53,14 @@ FROM memories WHERE id = $1 AND workspace_id = $2 FOR UPDATE
 """
 
 
+# Closes a memory's open span ($1 is the memory id) at now(), or just after its start if that is later.
+_CLOSE_SPAN = """
+    UPDATE {table} SET recorded_to = greatest(now(), recorded_from + interval '1 microsecond')
+    WHERE memory_id = $1 AND recorded_to IS NULL
+    RETURNING recorded_to
+"""
+
+
 def _tombstone_message(row: asyncpg.Record) -> pb.Tombstone:
     return pb.Tombstone(
         workspace_id=row["workspace_id"],
@@ -457,14 +465,15 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         valid_from: datetime | None,
         valid_to: datetime | None,
     ) -> None:
+        # Spans stay contiguous and ordered even when a transaction that started earlier (an
+        # earlier now()) commits its change after another one: the new span starts where the
+        # closed one ends, never before it.
         await conn.execute(
-            "UPDATE memory_states SET recorded_to = now() WHERE memory_id = $1 AND recorded_to IS NULL", memory_id
-        )
-        await conn.execute(
-            """
+            f"""
+            WITH closed AS ({_CLOSE_SPAN.format(table="memory_states")})
             INSERT INTO memory_states (memory_id, workspace_id, status, reason, principal, superseded_by,
-                                       valid_from, valid_to)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                       valid_from, valid_to, recorded_from)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce((SELECT recorded_to FROM closed), now()))
             """,
             memory_id,
             workspace_id,
@@ -539,14 +548,11 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         version = old_version + 1
         author = current_call().principal
         await conn.execute(
-            "UPDATE memory_versions SET recorded_to = now() WHERE memory_id = $1 AND version = $2",
-            memory_id,
-            old_version,
-        )
-        await conn.execute(
-            """
-            INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            f"""
+            WITH closed AS ({_CLOSE_SPAN.format(table="memory_versions")})
+            INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author,
+                                         recorded_from)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce((SELECT recorded_to FROM closed), now()))
             """,
             memory_id,
             version,
