@@ -1,33 +1,81 @@
-"""Settings, logging, tracing, errors and the gRPC server runner shared by Mnemo's services."""
+"""Settings, logging, tracing, errors and the gRPC server runner shared by Mnemo's services.
 
-from mnemo_platform.channels import open_channel, service_config
-from mnemo_platform.context import (
-    LOCAL_PRINCIPAL,
-    PRINCIPAL_KEY,
-    REQUEST_ID_KEY,
-    CallContext,
-    current_call,
-    new_request_id,
-    reset_call,
-    set_call,
-)
-from mnemo_platform.enums import enum_label, enum_labels, enum_value
-from mnemo_platform.errors import (
-    AlreadyExists,
-    FailedPrecondition,
-    InvalidArgument,
-    MnemoError,
-    NotFound,
-    PermissionDenied,
-    Unauthenticated,
-    Unavailable,
-    treat_as_unavailable,
-)
-from mnemo_platform.grpc_server import GrpcApp, GrpcServer, Registration
-from mnemo_platform.logging import configure_logging
-from mnemo_platform.runner import Component, run_until_signalled
-from mnemo_platform.settings import SettingsError, env_vars, load
-from mnemo_platform.telemetry import configure_tracing, current_trace_id, shutdown_tracing, tracer
+The names below load on first use (PEP 562), so a command that needs only the settings (the
+CLI talking to a running Mnemo) does not pay for importing gRPC and OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mnemo_platform.channels import open_channel, service_config
+    from mnemo_platform.context import (
+        LOCAL_PRINCIPAL,
+        PRINCIPAL_KEY,
+        REQUEST_ID_KEY,
+        CallContext,
+        current_call,
+        new_request_id,
+        reset_call,
+        set_call,
+    )
+    from mnemo_platform.enums import enum_label, enum_labels, enum_value
+    from mnemo_platform.errors import (
+        AlreadyExists,
+        FailedPrecondition,
+        InvalidArgument,
+        MnemoError,
+        NotFound,
+        PermissionDenied,
+        Unauthenticated,
+        Unavailable,
+        treat_as_unavailable,
+    )
+    from mnemo_platform.grpc_server import GrpcApp, GrpcServer, Registration
+    from mnemo_platform.logging import configure_logging
+    from mnemo_platform.runner import Component, run_until_signalled
+    from mnemo_platform.settings import SettingsError, env_vars, load
+    from mnemo_platform.telemetry import configure_tracing, current_trace_id, shutdown_tracing, tracer
+
+_EXPORTS = {
+    "AlreadyExists": "mnemo_platform.errors",
+    "CallContext": "mnemo_platform.context",
+    "Component": "mnemo_platform.runner",
+    "FailedPrecondition": "mnemo_platform.errors",
+    "GrpcApp": "mnemo_platform.grpc_server",
+    "GrpcServer": "mnemo_platform.grpc_server",
+    "InvalidArgument": "mnemo_platform.errors",
+    "LOCAL_PRINCIPAL": "mnemo_platform.context",
+    "MnemoError": "mnemo_platform.errors",
+    "NotFound": "mnemo_platform.errors",
+    "PRINCIPAL_KEY": "mnemo_platform.context",
+    "PermissionDenied": "mnemo_platform.errors",
+    "REQUEST_ID_KEY": "mnemo_platform.context",
+    "Registration": "mnemo_platform.grpc_server",
+    "SettingsError": "mnemo_platform.settings",
+    "Unauthenticated": "mnemo_platform.errors",
+    "Unavailable": "mnemo_platform.errors",
+    "configure_logging": "mnemo_platform.logging",
+    "configure_tracing": "mnemo_platform.telemetry",
+    "current_call": "mnemo_platform.context",
+    "current_trace_id": "mnemo_platform.telemetry",
+    "enum_label": "mnemo_platform.enums",
+    "enum_labels": "mnemo_platform.enums",
+    "enum_value": "mnemo_platform.enums",
+    "env_vars": "mnemo_platform.settings",
+    "load": "mnemo_platform.settings",
+    "new_request_id": "mnemo_platform.context",
+    "open_channel": "mnemo_platform.channels",
+    "reset_call": "mnemo_platform.context",
+    "run_until_signalled": "mnemo_platform.runner",
+    "service_config": "mnemo_platform.channels",
+    "set_call": "mnemo_platform.context",
+    "shutdown_tracing": "mnemo_platform.telemetry",
+    "tracer": "mnemo_platform.telemetry",
+    "treat_as_unavailable": "mnemo_platform.errors",
+}
 
 __all__ = [
     "LOCAL_PRINCIPAL",
@@ -66,3 +114,16 @@ __all__ = [
     "tracer",
     "treat_as_unavailable",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mnemo_platform' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

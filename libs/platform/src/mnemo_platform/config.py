@@ -206,8 +206,7 @@ class SearchSettings:
 
 STATUS_WEIGHTS = "confirmed=1.0,active=0.85,candidate=0.6,superseded=0.3,archived=0.3,contradicted=0.2,retracted=0.1"
 PROVENANCE_WEIGHTS = (
-    "human=1.0,agent=1.0,consolidated=0.95,harvested_summary=0.8,extracted=0.75,imported=0.75,"
-    "harvested_transcript=0.6"
+    "human=1.0,agent=1.0,consolidated=0.95,harvested_summary=0.8,extracted=0.75,imported=0.75,harvested_transcript=0.6"
 )
 
 

@@ -25,10 +25,11 @@ from mnemo_ingest.validation import (
     check_write,
     content_hash,
 )
-from mnemo_platform import AlreadyExists, FailedPrecondition, NotFound, current_call
+from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, current_call
 from mnemo_platform.config import IngestSettings, TrustSettings
 from mnemo_store import (
     CONTENT_JOIN,
+    GLOBAL_WORKSPACE,
     MEMORY_COLUMNS,
     VISIBLE_STATUSES,
     AuditEvent,
@@ -196,8 +197,21 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             kind = draft.kind if request.successor.kind else old["kind"]
             tags = draft.tags if request.successor.tags else list(old["tags"])
             draft = Draft(**{**draft.__dict__, "kind": kind, "tags": tags})
+            if draft.valid_from and old["valid_from"] and draft.valid_from <= old["valid_from"]:
+                raise InvalidArgument(
+                    f"the successor's valid_from ({draft.valid_from.isoformat()}) must be after the old belief's "
+                    f"({old['valid_from'].isoformat()}): a belief cannot end before it began"
+                )
             if draft.source_uri:
                 await self._refuse_tombstoned_source(conn, ws, draft.source_uri)
+                owner = await conn.fetchval(
+                    "SELECT id FROM memories WHERE workspace_id = $1 AND source_uri = $2", ws.id, draft.source_uri
+                )
+                if owner is not None:
+                    raise AlreadyExists(
+                        f"source_uri {draft.source_uri!r} already belongs to memory {owner}; a source has one "
+                        "memory, so write the successor without it (or update that memory)"
+                    )
             chunks = await self._chunks(draft.title, draft.content)
             new_id = await self._insert_memory(conn, ws, draft, chunks)
             ended = draft.valid_from or await conn.fetchval("SELECT now()")
@@ -272,7 +286,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         reason = check_reason(request.reason, required=True)
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_workspace(conn, request.workspace)
-            row = await self._locate(conn, ws, memory_id, verb="delete")
+            row = await self._locate(conn, ws, memory_id, verb="delete", deleted=True)
             tombstone = await self._tombstone(conn, ws, row, reason)
             await append_audit_event(
                 conn,
@@ -368,6 +382,13 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             )
             if purged is not None:
                 raise NotFound(f"memory {memory_id} was purged at {purged:%Y-%m-%d %H:%M} UTC; nothing of it remains")
+            if ws.id != GLOBAL_WORKSPACE and await conn.fetchval(
+                "SELECT 1 FROM memories WHERE id = $1 AND workspace_id = $2", memory_id, GLOBAL_WORKSPACE
+            ):
+                raise NotFound(
+                    f"memory {memory_id} is not in workspace {ws.name!r} but in the shared global scope, which "
+                    "every workspace reads; to change it, name workspace 'global'"
+                )
             raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
         if row["deleted_at"] is not None and not deleted:
             raise NotFound(

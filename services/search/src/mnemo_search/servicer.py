@@ -22,6 +22,7 @@ from mnemo_store import (
     CONTENT_JOIN,
     GLOBAL_WORKSPACE,
     MEMORY_COLUMNS,
+    VISIBLE_STATUSES,
     Params,
     Scope,
     WorkspaceRow,
@@ -201,10 +202,12 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             return f"memory {memory_id} was deleted; restore it to read it (mnemo restore {memory_id})"
         if scope.as_of is not None and row["created_at"] > scope.as_of:
             return f"memory {memory_id} did not exist yet at {scope.as_of.isoformat()}"
-        if not scope.include_history:
+        if not scope.include_history and row["status"] not in VISIBLE_STATUSES:
             by = f" by {row['superseded_by']}" if row["superseded_by"] else ""
-            return f"memory {memory_id} is {row['status']}{by}; pass include_history to read it"
-        return f"memory {memory_id} is outside the requested time (as_of/valid_at)"
+            return f"memory {memory_id} is {row['status']}{by}; pass include_history (CLI: --history) to read it"
+        if scope.valid_at is not None:
+            return f"memory {memory_id} was not valid at {scope.valid_at.isoformat()} (see its valid_from/valid_to)"
+        return f"memory {memory_id} is outside the requested time (as_of)"
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context: Any) -> pb.ListMemoriesResponse:
         size = self._limit(request.page_size, "page_size")
@@ -297,9 +300,19 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         if request.page_token:
             try:
                 before = int(request.page_token)
+                if not 0 < before < 2**63:
+                    raise ValueError("out of range")
             except ValueError:
                 raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
         ws = await resolve_workspace(self.pool, request.workspace)
+        if memory_id is not None and not await self.pool.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM memories WHERE id = $1 AND workspace_id = $2) "
+            "OR EXISTS (SELECT 1 FROM tombstones WHERE memory_id = $1 AND workspace_id = $2)",
+            memory_id,
+            ws.id,
+        ):
+            # A purged memory keeps its events (and its tombstone); one that never was here has none.
+            raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
         params = Params()
         clauses = [f"workspace_id = {params.bind(ws.id)}"]
         if memory_id is not None:
