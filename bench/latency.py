@@ -89,7 +89,13 @@ class Spawned:
 def measure_up(data_dir: str, measure_notes: bool = False, timeout: float = 180.0) -> dict[str, Any]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "MNEMO_DATA_DIR": data_dir, "MNEMO_HTTP_PORT": str(port), "MNEMO_LOG_FORMAT": "json"}
+    env = {
+        **os.environ,
+        "MNEMO_DATA_DIR": data_dir,
+        "MNEMO_HTTP_PORT": str(port),
+        "MNEMO_LOG_FORMAT": "json",
+        "MNEMO_HARVEST_AGENTS": "",
+    }
     proc = Spawned([MNEMO, "up"], env)
     result: dict[str, Any] = {}
     with httpx.Client() as client:

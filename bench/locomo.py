@@ -288,6 +288,8 @@ def stack_env(dsn: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.startswith("MNEMO_") and k not in FORCED_ENV_KEYS}
     env.setdefault("MNEMO_GRPC_GRACE_S", "1")
     env.update({"MNEMO_DATABASE_URL": dsn, "MNEMO_HTTP_PORT": "0", "MNEMO_EMBEDDER": "local"})
+    # The benchmark measures retrieval; the machine's own agent sessions have no place in it.
+    env.setdefault("MNEMO_HARVEST_AGENTS", "")
     return env
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,6 +49,10 @@ def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
         "MNEMO_EMBEDDER": "hash",
         "MNEMO_EMBED_RESCAN_S": "1",
         "MNEMO_GRPC_GRACE_S": "1",
+        # Never the real ~/.claude or ~/.codex of the machine running the tests: harvest tests
+        # point the readers at fake agent homes and turn them on explicitly.
+        "MNEMO_HARVEST_AGENTS": "",
+        "MNEMO_DATA_DIR": tempfile.mkdtemp(prefix="mnemo-data-"),
     }
     env.update(overrides)
     return env

@@ -51,6 +51,8 @@ def clean_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MNEMO_", "OTEL_"))}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    # Never harvest the real agent homes of the machine running the tests.
+    env["MNEMO_HARVEST_AGENTS"] = ""
     env.update(overrides)
     return env
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,6 +15,21 @@ class GatewayClient:
         self.base_url = base_url
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
 
+    def stream_lines(self, method: str, path: str, **kwargs: Any) -> Iterator[str]:
+        """A streamed (NDJSON) response, line by line; errors as for request()."""
+        try:
+            with self._http.stream(method, f"/api/v1{path}", timeout=None, **kwargs) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise(response)
+                yield from (line for line in response.iter_lines() if line.strip())
+        except httpx.ConnectError:
+            raise ClientError(
+                f"cannot reach Mnemo at {self.base_url}; start it with `uv run mnemo up` (or set MNEMO_URL)"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ClientError(f"request to {self.base_url} failed: {exc}") from None
+
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, f"/api/v1{path}", **kwargs)
@@ -23,12 +39,19 @@ class GatewayClient:
             ) from None
         except httpx.HTTPError as exc:
             raise ClientError(f"request to {self.base_url} failed: {exc}") from None
+        if response.status_code >= 400:
+            self._raise(response)
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    @staticmethod
+    def _raise(response: httpx.Response) -> None:
         try:
             body = response.json()
         except ValueError:
             body = None
-        if response.status_code >= 400:
-            error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
-            message = error.get("message") or response.text[:500] or response.reason_phrase
-            raise ClientError(f"{error.get('code', response.status_code)}: {message}")
-        return body
+        error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
+        message = error.get("message") or response.text[:500] or response.reason_phrase
+        raise ClientError(f"{error.get('code', response.status_code)}: {message}")

@@ -56,6 +56,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from mnemo_ingest.main import main as serve
     elif args.service == "search":
         from mnemo_search.main import main as serve
+    elif args.service == "harvest":
+        from mnemo_harvest.main import main as serve
     else:
         from mnemo_gateway.main import main as serve
     serve()
@@ -294,6 +296,71 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0 if result["ok"] else 3
 
 
+def _progress_bar(done: int, total: int, counts: dict[str, int]) -> str:
+    width = 30
+    filled = int(width * done / total) if total else width
+    return (
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} sessions · "
+        f"{counts['harvested']} harvested · {counts['skipped']} skipped · {counts['failed']} failed"
+    )
+
+
+def cmd_harvest_run(args: argparse.Namespace) -> int:
+    import json as jsonlib
+
+    client = _client()
+    counts = {"harvested": 0, "skipped": 0, "failed": 0}
+    outcomes: list[dict[str, Any]] = []
+    bar = sys.stderr.isatty() and not args.json
+    body = {"agent": args.agent or "", "ignore_idle": args.now}
+    for line in client.stream_lines("POST", "/harvest/run", json=body):
+        item = jsonlib.loads(line)
+        if item.get("done"):
+            counts = {k: item.get(k, 0) for k in counts}
+            break
+        outcomes.append(item)
+        bucket = {"new_version": "harvested"}.get(item["outcome"], item["outcome"])
+        if bucket in counts:
+            counts[bucket] += 1
+        if bar:
+            print(_progress_bar(item["index"], item["total"], counts), end="", file=sys.stderr, flush=True)
+    if bar:
+        print(file=sys.stderr)
+    if args.json:
+        _print_json({"sessions": outcomes, **counts})
+        return 0
+    for item in outcomes:
+        if item["outcome"] in ("harvested", "new_version", "failed") or args.verbose:
+            detail = f" ({item['detail']})" if item.get("detail") else ""
+            print(f"{item['outcome']:<12} {item['agent']:<12} {item['session_id']}{detail}")
+    harvested, skipped, failed = counts["harvested"], counts["skipped"], counts["failed"]
+    print(f"{len(outcomes)} sessions: {harvested} harvested, {skipped} skipped, {failed} failed")
+    return 1 if counts["failed"] else 0
+
+
+def cmd_harvest_status(args: argparse.Namespace) -> int:
+    status = _client().request("GET", "/harvest/status")
+    if args.json:
+        _print_json(status)
+        return 0
+    print(f"every {status['interval_s']:g} s; a session is harvested after {status['idle_s']:g} s idle")
+    if status.get("paused"):
+        print(f"PAUSED: {status['paused']}")
+    for agent in status["agents"]:
+        state = "on " if agent["enabled"] else "off"
+        skipped = ", ".join(f"{k} {v}" for k, v in agent["skipped"].items()) or "none"
+        print(
+            f"{agent['agent']:<12} {state} seen {agent['sources_seen']:<5} harvested {agent['harvested']:<5} "
+            f"active {agent['active']:<4} failed {agent['failed']:<4} skipped: {skipped}"
+        )
+        print(f"{'':<16}roots: {', '.join(agent['roots'])}")
+    if status["unregistered"]:
+        print("sessions skipped because no workspace is registered for their directory:")
+        for cwd in status["unregistered"]:
+            print(f"  {cwd}    (register: mnemo workspace add {cwd})")
+    return 0
+
+
 def cmd_workspace_add(args: argparse.Namespace) -> int:
     path = "" if (args.name and args.path is None) else str(Path(args.path or ".").expanduser().resolve())
     result = _client().request("POST", "/workspaces", json={"path": path, "name": args.name or ""})
@@ -331,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run everything: embedded PostgreSQL, ingest, search, gateway")
     up.set_defaults(func=cmd_up)
     serve = sub.add_parser("serve", help="run one service alone (what Kubernetes runs)")
-    serve.add_argument("service", choices=["ingest", "search", "gateway"])
+    serve.add_argument("service", choices=["ingest", "search", "harvest", "gateway"])
     serve.set_defaults(func=cmd_serve)
 
     def with_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -432,6 +499,19 @@ def build_parser() -> argparse.ArgumentParser:
     ws_list = ws_sub.add_parser("list", help="list workspaces")
     ws_list.add_argument("--json", action="store_true")
     ws_list.set_defaults(func=cmd_workspace_list)
+
+    harvest = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
+    harvest_sub = harvest.add_subparsers(dest="harvest_command", required=True)
+    harvest_run = harvest_sub.add_parser("run", help="harvest now (one pass), with a progress bar")
+    harvest_run.add_argument("--agent", choices=["claude-code", "codex", "opencode", "pi"])
+    harvest_run.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
+    harvest_run.add_argument("--now", action="store_true", help="do not wait for sessions to be idle")
+    harvest_run.add_argument("--verbose", "-v", action="store_true", help="list skipped and unchanged sessions too")
+    harvest_run.add_argument("--json", action="store_true")
+    harvest_run.set_defaults(func=cmd_harvest_run)
+    harvest_status = harvest_sub.add_parser("status", help="per agent: seen, harvested, skipped (why), failed")
+    harvest_status.add_argument("--json", action="store_true")
+    harvest_status.set_defaults(func=cmd_harvest_status)
 
     bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
     bench.add_argument("benchmark", choices=["locomo"])

@@ -1,4 +1,4 @@
-"""All of Mnemo in one process: the gateway first, then PostgreSQL, ingest and search."""
+"""All of Mnemo in one process: the gateway first, then PostgreSQL, ingest, search and harvest."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from mnemo_platform.config import (
     DatabaseSettings,
     EmbeddingSettings,
     GatewaySettings,
+    HarvestSettings,
     IngestSettings,
     SearchSettings,
     ServiceAddresses,
+    SummarizerSettings,
     TrustSettings,
 )
 
@@ -37,6 +39,7 @@ def reserve_loopback_address() -> str:
 def _load_backends() -> dict[str, Any]:
     """Imports the database-backed services (numpy, asyncpg, tokenizers...), off the event loop."""
     from mnemo_embed import build_embedder
+    from mnemo_harvest.app import HarvestApp
     from mnemo_ingest import IngestApp
     from mnemo_search import SearchApp
     from mnemo_store import EmbeddedPostgres
@@ -45,6 +48,7 @@ def _load_backends() -> dict[str, Any]:
         "build_embedder": build_embedder,
         "IngestApp": IngestApp,
         "SearchApp": SearchApp,
+        "HarvestApp": HarvestApp,
         "EmbeddedPostgres": EmbeddedPostgres,
     }
 
@@ -60,8 +64,11 @@ class StackConfig:
     addresses: ServiceAddresses
     gateway: GatewaySettings
     trust: TrustSettings
+    harvest: HarvestSettings
+    summarizer: SummarizerSettings
     ingest_addr: str = FREE_PORT
     search_addr: str = FREE_PORT
+    harvest_addr: str = FREE_PORT
     gateway_grpc_addr: str = FREE_PORT
 
     @classmethod
@@ -75,9 +82,12 @@ class StackConfig:
             addresses=addresses,
             gateway=load(GatewaySettings, environ),
             trust=load(TrustSettings, environ),
+            harvest=load(HarvestSettings, environ),
+            summarizer=load(SummarizerSettings, environ),
             # Under `mnemo up` the gRPC servers are internal: any free loopback port unless set.
             ingest_addr=addresses.ingest if "MNEMO_INGEST_ADDR" in environ else FREE_PORT,
             search_addr=addresses.search if "MNEMO_SEARCH_ADDR" in environ else FREE_PORT,
+            harvest_addr=addresses.harvest if "MNEMO_HARVEST_ADDR" in environ else FREE_PORT,
             gateway_grpc_addr=addresses.gateway_grpc if "MNEMO_GATEWAY_GRPC_ADDR" in environ else FREE_PORT,
         )
 
@@ -97,6 +107,7 @@ class Stack:
     postgres: Any = None
     ingest: Any = None
     search: Any = None
+    harvest: Any = None
     gateway: GatewayApp | None = None
     dsn: str = ""
     _started: list[Component] = field(default_factory=list)
@@ -110,6 +121,7 @@ class Stack:
         grace = cfg.addresses.grace_s
         ingest_addr = reserve_loopback_address() if cfg.ingest_addr == FREE_PORT else cfg.ingest_addr
         search_addr = reserve_loopback_address() if cfg.search_addr == FREE_PORT else cfg.search_addr
+        harvest_addr = reserve_loopback_address() if cfg.harvest_addr == FREE_PORT else cfg.harvest_addr
         try:
             self.gateway = GatewayApp(
                 cfg.gateway,
@@ -118,6 +130,7 @@ class Stack:
                 ingest_addr,
                 search_addr,
                 cfg.addresses.call_timeout_s,
+                harvest_target=harvest_addr,
             )
             await self._start(self.gateway)
             parts = await asyncio.to_thread(_load_backends)
@@ -135,6 +148,19 @@ class Stack:
                 self.dsn, search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder, cfg.trust
             )
             await self._start(self.search)
+            self.harvest = parts["HarvestApp"](
+                self.dsn,
+                harvest_addr,
+                grace,
+                cfg.database,
+                cfg.harvest,
+                cfg.summarizer,
+                ingest_addr,
+                search_addr,
+                cfg.addresses.call_timeout_s,
+                cfg.ingest.max_content_bytes,
+            )
+            await self._start(self.harvest)
         except BaseException:
             await self.stop()
             raise

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -29,11 +29,24 @@ class _CallDefaults(grpc.aio.UnaryUnaryClientInterceptor):
         return await continuation(details, request)
 
 
-def service_config(service: str, idempotent_methods: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    """Retry policy for the idempotent methods only; every method gets the default timeout."""
+def service_config(
+    service: str,
+    idempotent_methods: Sequence[str],
+    timeout_s: float,
+    method_timeouts: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """Retry policy for the idempotent methods only; every method gets the default timeout.
+
+    A service-config timeout caps any deadline a call asks for, so a long-running method (a
+    streamed harvest run) needs its own entry in `method_timeouts`.
+    """
     config: dict[str, Any] = {
         "methodConfig": [
             {"name": [{"service": service}], "timeout": f"{timeout_s}s"},
+            *(
+                {"name": [{"service": service, "method": method}], "timeout": f"{seconds}s"}
+                for method, seconds in (method_timeouts or {}).items()
+            ),
         ],
         "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
     }
@@ -55,13 +68,22 @@ def service_config(service: str, idempotent_methods: Sequence[str], timeout_s: f
     return config
 
 
-def open_channel(target: str, service: str, idempotent_methods: Sequence[str], timeout_s: float) -> grpc.aio.Channel:
+def open_channel(
+    target: str,
+    service: str,
+    idempotent_methods: Sequence[str],
+    timeout_s: float,
+    method_timeouts: Mapping[str, float] | None = None,
+) -> grpc.aio.Channel:
     """Opens the one channel a process keeps to a downstream service."""
     return grpc.aio.insecure_channel(
         target,
         options=[
             ("grpc.enable_retries", 1),
-            ("grpc.service_config", json.dumps(service_config(service, idempotent_methods, timeout_s))),
+            (
+                "grpc.service_config",
+                json.dumps(service_config(service, idempotent_methods, timeout_s, method_timeouts)),
+            ),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],

@@ -29,13 +29,13 @@ async def _connect(dsn: str, wait_s: float) -> asyncpg.Connection:
 
 async def prepare_database(
     dsn: str,
-    embed_model: str,
-    embed_dimension: int,
+    embed_model: str | None,
+    embed_dimension: int | None,
     pool_min: int = 1,
     pool_max: int = 10,
     wait_s: float = 30.0,
 ) -> asyncpg.Pool:
-    """Migrates the database, checks its embedding space, and opens the service's pool."""
+    """Migrates the database, checks its embedding space (if given), and opens the service's pool."""
     try:
         conn = await _connect(dsn, wait_s)
     except (OSError, asyncpg.PostgresError) as exc:
@@ -43,7 +43,9 @@ async def prepare_database(
     try:
         await check_server_version(conn)  # type: ignore[arg-type]
         await apply_migrations(conn)
-        await ensure_embedding_space(conn, embed_model, embed_dimension)
+        # Services that never touch vectors (harvest) pass no model and skip the check.
+        if embed_model is not None and embed_dimension is not None:
+            await ensure_embedding_space(conn, embed_model, embed_dimension)
     finally:
         await conn.close()
     return await open_pool(dsn, pool_min, pool_max)

@@ -39,8 +39,10 @@ class GatewayApp(GrpcApp):
         ingest_target: str,
         search_target: str,
         call_timeout_s: float,
+        harvest_target: str = "",
     ) -> None:
         super().__init__(grpc_address, grace_s)
+        self.harvest_target = harvest_target
         self.settings = settings
         self.ingest_target = ingest_target
         self.search_target = search_target
@@ -57,7 +59,7 @@ class GatewayApp(GrpcApp):
         return f"http://{shown}:{self.http_port}"
 
     async def open(self) -> list[Registration]:
-        self.backends = Backends(self.ingest_target, self.search_target, self.call_timeout_s)
+        self.backends = Backends(self.ingest_target, self.search_target, self.call_timeout_s, self.harvest_target)
         asgi = build_http_app(Operations(self.backends, self.settings.default_workspace), self.settings)
         config = uvicorn.Config(
             asgi,

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from mnemo.harvest.v1 import harvest_service_pb2_grpc
 from mnemo.ingest.v1 import ingest_service_pb2_grpc
 from mnemo.search.v1 import search_service_pb2_grpc
 from mnemo_gateway.errors import CallError
@@ -17,12 +18,15 @@ T = TypeVar("T")
 # Reads are idempotent and retried on UNAVAILABLE; of the writes only AddWorkspace is.
 SEARCH_IDEMPOTENT = ["Search", "GetMemory", "ListMemories", "ListWorkspaces", "ResolveWorkspace", "GetStatus"]
 INGEST_IDEMPOTENT = ["AddWorkspace"]
+HARVEST_IDEMPOTENT = ["Status", "ListSources"]
+# A first harvest of a machine with thousands of sessions takes a while; it streams progress.
+HARVEST_RUN_TIMEOUT_S = 3600.0
 
 
 class Backends:
     """Channels and stubs to ingest and search, opened at start-up and closed at shutdown."""
 
-    def __init__(self, ingest_target: str, search_target: str, timeout_s: float) -> None:
+    def __init__(self, ingest_target: str, search_target: str, timeout_s: float, harvest_target: str = "") -> None:
         self._ingest_channel = open_channel(
             ingest_target, "mnemo.ingest.v1.IngestService", INGEST_IDEMPOTENT, timeout_s
         )
@@ -32,10 +36,29 @@ class Backends:
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
         self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
         self.targets = {"ingest": ingest_target, "search": search_target}
+        # Harvest is optional (a gateway in front of ingest and search only still works).
+        self._harvest_channel = (
+            open_channel(
+                harvest_target,
+                "mnemo.harvest.v1.HarvestService",
+                HARVEST_IDEMPOTENT,
+                timeout_s,
+                method_timeouts={"Run": HARVEST_RUN_TIMEOUT_S},
+            )
+            if harvest_target
+            else None
+        )
+        self.harvest = (
+            harvest_service_pb2_grpc.HarvestServiceStub(self._harvest_channel) if self._harvest_channel else None
+        )
+        if harvest_target:
+            self.targets["harvest"] = harvest_target
 
     async def close(self) -> None:
         await self._ingest_channel.close()
         await self._search_channel.close()
+        if self._harvest_channel is not None:
+            await self._harvest_channel.close()
 
 
 async def call(method: Callable[[Any], Awaitable[T]], request: Any) -> T:

@@ -20,6 +20,7 @@ def build(environ: Mapping[str, str] | None = None) -> GatewayApp:
         ingest_target=addresses.ingest,
         search_target=addresses.search,
         call_timeout_s=addresses.call_timeout_s,
+        harvest_target=addresses.harvest,
     )
 
 

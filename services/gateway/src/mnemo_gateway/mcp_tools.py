@@ -250,6 +250,13 @@ def build_mcp(operations: Operations) -> MCPServer:
         return await _run(ctx, lambda: operations.history(id, workspace, _url_workspace(ctx)))
 
     @server.tool()
+    async def memory_harvest_status(ctx: Context) -> dict[str, Any]:
+        """Show what Mnemo has harvested from coding-agent sessions on this machine (Claude Code,
+        Codex, OpenCode, pi): per agent, sessions seen, harvested, still active, skipped and why,
+        failed; and directories whose sessions are skipped because no workspace is registered."""
+        return await _run(ctx, operations.harvest_status)
+
+    @server.tool()
     async def memory_status(ctx: Context, workspace: Workspace = None) -> dict[str, Any]:
         """Check that memory works: how many memories there are, whether new notes are still
         being embedded, and whether semantic search is ready. Use it when searches seem empty."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -10,6 +10,7 @@ import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from mnemo.common.v1 import common_pb2
+from mnemo.harvest.v1 import harvest_service_pb2 as harvest_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.backends import Backends, call
@@ -462,6 +463,49 @@ class Operations:
         data["events_checked"] = response.events_checked
         data["broken_event_id"] = response.broken_event_id
         return data
+
+    # -- harvest ------------------------------------------------------------------------------
+
+    def _harvest(self) -> Any:
+        if self.backends.harvest is None:
+            raise CallError(
+                grpc.StatusCode.UNAVAILABLE,
+                "the harvest service is not configured for this gateway (MNEMO_HARVEST_ADDR)",
+            )
+        return self.backends.harvest
+
+    async def harvest_run(self, agent: str, ignore_idle: bool) -> AsyncIterator[dict[str, Any]]:
+        """Streams one JSON object per session, then the totals (done=true)."""
+        _check_text(agent, "agent")
+        stream = self._harvest().Run(harvest_pb.RunRequest(agent=agent, ignore_idle=ignore_idle))
+        try:
+            async for progress in stream:
+                yield _plain(progress)
+        except grpc.aio.AioRpcError as exc:
+            raise CallError(exc.code(), exc.details() or exc.code().name) from None
+
+    async def harvest_status(self) -> dict[str, Any]:
+        response = await call(self._harvest().Status, harvest_pb.StatusRequest())
+        data = _plain(response)
+        data["archive_bytes"] = response.archive_bytes
+        data["last_run_at"] = _iso(response.last_run_at)
+        return data
+
+    async def harvest_sources(self, agent: str, state: str, page_size: int, page_token: str) -> dict[str, Any]:
+        for value, field in ((agent, "agent"), (state, "state"), (page_token, "page_token")):
+            _check_text(value, field)
+        response = await call(
+            self._harvest().ListSources,
+            harvest_pb.ListSourcesRequest(agent=agent, state=state, page_size=page_size, page_token=page_token),
+        )
+        sources = []
+        for source in response.sources:
+            item = _plain(source)
+            item["size"] = source.size
+            item["updated_at"] = _iso(source.updated_at)
+            item["harvested_at"] = _iso(source.harvested_at)
+            sources.append(item)
+        return {"sources": sources, "next_page_token": response.next_page_token}
 
     async def list_workspaces(self) -> dict[str, Any]:
         response = await call(self.backends.search.ListWorkspaces, search_pb.ListWorkspacesRequest())

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.schemas import (
@@ -15,6 +17,7 @@ from mnemo_gateway.schemas import (
     VALID_AT_DOC,
     WORKSPACE_DOC,
     ConfirmInput,
+    HarvestRunInput,
     Kind,
     PurgeInput,
     ReasonInput,
@@ -129,6 +132,37 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/search", summary="Hybrid, lexical or semantic search")
     async def search(body: SearchInput) -> dict[str, Any]:
         return await operations.search(body, None)
+
+    @router.post("/harvest/run", summary="Harvest now; streams one JSON line per session, then the totals")
+    async def harvest_run(body: HarvestRunInput) -> StreamingResponse:
+        stream = operations.harvest_run(body.agent, body.ignore_idle)
+        # The first item is awaited here, so an error (unknown agent, harvest down) is a proper
+        # 4xx/5xx JSON response rather than a broken stream.
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            first = None
+
+        async def lines() -> AsyncIterator[bytes]:
+            if first is not None:
+                yield (json.dumps(first) + "\n").encode()
+            async for item in stream:
+                yield (json.dumps(item) + "\n").encode()
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    @router.get("/harvest/status", summary="Harvest status per agent: seen, harvested, skipped (why), failed")
+    async def harvest_status() -> dict[str, Any]:
+        return await operations.harvest_status()
+
+    @router.get("/harvest/sources", summary="Sessions the harvester knows, most recently changed first")
+    async def harvest_sources(
+        agent: Annotated[str, Query(description="Only this agent's sessions.")] = "",
+        state: Annotated[str, Query(description="Only sessions in this state.")] = "",
+        page_size: Annotated[int, Query(ge=0, le=500, description="Sources per page (default 50).")] = 0,
+        page_token: Annotated[str, Query(description="next_page_token of the previous page.")] = "",
+    ) -> dict[str, Any]:
+        return await operations.harvest_sources(agent, state, page_size, page_token)
 
     @router.get("/workspaces", summary="List workspaces")
     async def list_workspaces() -> dict[str, Any]:

@@ -136,6 +136,11 @@ class PurgeInput(_Body):
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
 
 
+class HarvestRunInput(_Body):
+    agent: Literal["", "claude-code", "codex", "opencode", "pi"] = Field("", description="One agent; all when empty.")
+    ignore_idle: bool = Field(False, description="Harvest sessions that changed within the idle window too.")
+
+
 class WorkspaceInput(_Body):
     path: str = Field("", description="Absolute root directory of the project.")
     name: str = Field("", description="Display name (a named scope when no path is given).")

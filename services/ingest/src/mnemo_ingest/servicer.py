@@ -24,9 +24,11 @@ from mnemo_ingest.validation import (
     check_title,
     check_write,
     content_hash,
+    redacted_text,
 )
 from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, current_call
 from mnemo_platform.config import IngestSettings, TrustSettings
+from mnemo_redact import redact, redact_json
 from mnemo_store import (
     CONTENT_JOIN,
     GLOBAL_WORKSPACE,
@@ -60,6 +62,11 @@ _CLOSE_SPAN = """
     WHERE memory_id = $1 AND recorded_to IS NULL
     RETURNING recorded_to
 """
+
+
+def _details(redactions: list[dict[str, str]] | tuple[dict[str, str], ...]) -> dict[str, object]:
+    """Audit details of a write: what redaction removed (kind and digest), never the secret."""
+    return {"redactions": list(redactions)} if redactions else {}
 
 
 def _tombstone_message(row: asyncpg.Record) -> pb.Tombstone:
@@ -122,33 +129,62 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 )
         if draft.source_uri:
             await self._refuse_tombstoned_source(conn, ws, draft.source_uri)
+            if draft.derivation is not None:
+                derived = await conn.fetchval(
+                    """
+                    SELECT memory_id FROM derivations
+                    WHERE workspace_id = $1 AND source_uri = $2 AND source_fingerprint = $3
+                      AND summarizer = $4 AND prompt_version = $5
+                    """,
+                    ws.id,
+                    draft.source_uri,
+                    draft.derivation.source_fingerprint,
+                    draft.derivation.summarizer,
+                    draft.derivation.prompt_version,
+                )
+                if derived is not None:
+                    # This exact source version was already derived this way (a replica's race,
+                    # a restart, a re-run): nothing new.
+                    return pb.WriteMemoryResponse(
+                        memory=await self._fetch(conn, derived), outcome=pb.WRITE_OUTCOME_UNCHANGED
+                    )
             row = await conn.fetchrow(
                 "SELECT id, version, content_hash FROM memories WHERE workspace_id = $1 AND source_uri = $2 FOR UPDATE",
                 ws.id,
                 draft.source_uri,
             )
             if row is not None:
-                if row["content_hash"] == draft.content_hash:
-                    return pb.WriteMemoryResponse(
-                        memory=await self._fetch(conn, row["id"]), outcome=pb.WRITE_OUTCOME_UNCHANGED
+                outcome = pb.WRITE_OUTCOME_UNCHANGED
+                if row["content_hash"] != draft.content_hash:
+                    await self._new_version(
+                        conn,
+                        ws,
+                        row,
+                        draft.title,
+                        draft.content,
+                        draft.content_hash,
+                        draft.tags,
+                        draft.metadata,
+                        chunks,
+                        draft.redactions,
                     )
-                await self._new_version(
-                    conn, ws, row, draft.title, draft.content, draft.content_hash, draft.tags, draft.metadata, chunks
-                )
-                return pb.WriteMemoryResponse(
-                    memory=await self._fetch(conn, row["id"]), outcome=pb.WRITE_OUTCOME_NEW_VERSION
-                )
+                    outcome = pb.WRITE_OUTCOME_NEW_VERSION
+                await self._record_derivation(conn, ws, draft, row["id"])
+                return pb.WriteMemoryResponse(memory=await self._fetch(conn, row["id"]), outcome=outcome)
         memory_id = await self._insert_memory(conn, ws, draft, chunks)
-        await append_audit_event(conn, AuditEvent(ws.id, "write", str(memory_id), 1, None, draft.content_hash))
+        await self._record_derivation(conn, ws, draft, memory_id)
+        await append_audit_event(
+            conn, AuditEvent(ws.id, "write", str(memory_id), 1, None, draft.content_hash, _details(draft.redactions))
+        )
         log.info("memory_written", memory_id=str(memory_id), workspace=ws.id, chunks=len(chunks))
         return pb.WriteMemoryResponse(memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_CREATED)
 
     async def UpdateMemory(self, request: pb.UpdateMemoryRequest, context: Any) -> pb.UpdateMemoryResponse:
         memory_id = parse_memory_id(request.id)
-        content = check_content(request.content, self.settings.max_content_bytes)
-        tags = check_tags(list(request.tags)) if request.replace_tags else None
-        metadata = check_metadata(request.metadata) if request.HasField("metadata") else None
-        new_title = check_title(request.title, content) if request.HasField("title") else None
+        content, redactions = redacted_text(check_content(request.content, self.settings.max_content_bytes))
+        tags = [redact(t).text for t in check_tags(list(request.tags))] if request.replace_tags else None
+        metadata = redact_json(check_metadata(request.metadata))[0] if request.HasField("metadata") else None
+        new_title = redact(check_title(request.title, content)).text if request.HasField("title") else None
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_workspace(conn, request.workspace)
             row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES)
@@ -171,7 +207,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_UNCHANGED
                 )
             chunks = await self._chunks(title, content)
-            await self._new_version(conn, ws, row, title, content, new_hash, tags, metadata, chunks)
+            await self._new_version(conn, ws, row, title, content, new_hash, tags, metadata, chunks, redactions)
             return pb.UpdateMemoryResponse(
                 memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_NEW_VERSION
             )
@@ -345,6 +381,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             await conn.execute("DELETE FROM chunks WHERE memory_id = $1", memory_id)
             await conn.execute("DELETE FROM memory_versions WHERE memory_id = $1", memory_id)
             await conn.execute("DELETE FROM memory_states WHERE memory_id = $1", memory_id)
+            await conn.execute("DELETE FROM derivations WHERE memory_id = $1", memory_id)
             await conn.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = $1", memory_id)
             await conn.execute("DELETE FROM memories WHERE id = $1", memory_id)
             tombstone = await conn.fetchrow(
@@ -399,6 +436,25 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             detail = f" by {row['superseded_by']}" if row["superseded_by"] else ""
             raise FailedPrecondition(f"cannot {verb} memory {memory_id}: it is {row['status']}{detail}")
         return row
+
+    async def _record_derivation(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, memory_id: uuid.UUID
+    ) -> None:
+        if draft.derivation is None:
+            return
+        await conn.execute(
+            """
+            INSERT INTO derivations (workspace_id, source_uri, source_fingerprint, summarizer, prompt_version,
+                                     memory_id, version)
+            VALUES ($1, $2, $3, $4, $5, $6, (SELECT version FROM memories WHERE id = $6))
+            """,
+            ws.id,
+            draft.source_uri,
+            draft.derivation.source_fingerprint,
+            draft.derivation.summarizer,
+            draft.derivation.prompt_version,
+            memory_id,
+        )
 
     async def _refuse_tombstoned_source(self, conn: asyncpg.Connection, ws: WorkspaceRow, source_uri: str) -> None:
         """A deleted source stays deleted: no write may bring it back while its tombstone stands."""
@@ -516,7 +572,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             """
             INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
                                   status, author, provenance, version, content_hash, valid_from, valid_to)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, 1, $11, $12, $13)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $14, $9, $10, 1, $11, $12, $13)
             """,
             memory_id,
             ws.id,
@@ -531,6 +587,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             draft.content_hash,
             draft.valid_from,
             draft.valid_to,
+            draft.status,
         )
         await conn.execute(
             """
@@ -544,7 +601,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             draft.content_hash,
             author,
         )
-        await self._open_state(conn, memory_id, ws.id, "active", None, None, draft.valid_from, draft.valid_to)
+        await self._open_state(conn, memory_id, ws.id, draft.status, None, None, draft.valid_from, draft.valid_to)
         await self._insert_chunks(conn, memory_id, 1, ws.id, chunks)
         return memory_id
 
@@ -563,6 +620,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         tags: list[str],
         metadata: dict,
         chunks: list[Chunk],
+        redactions: list[dict[str, str]] | tuple[dict[str, str], ...] = (),
     ) -> None:
         """Closes the open version, opens the next one with its chunks, and audits the change."""
         memory_id, old_version = row["id"], row["version"]
@@ -598,7 +656,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         )
         await self._insert_chunks(conn, memory_id, version, ws.id, chunks)
         await append_audit_event(
-            conn, AuditEvent(ws.id, "update", str(memory_id), version, row["content_hash"], new_hash)
+            conn,
+            AuditEvent(ws.id, "update", str(memory_id), version, row["content_hash"], new_hash, _details(redactions)),
         )
         log.info("memory_updated", memory_id=str(memory_id), version=version, chunks=len(chunks))
 

@@ -13,6 +13,7 @@ from google.protobuf import json_format
 from mnemo.common.v1 import common_pb2
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_label
+from mnemo_redact import redact, redact_json
 
 MAX_TITLE_CHARS = 500
 MAX_TAGS = 32
@@ -115,10 +116,24 @@ class Draft:
     provenance: str
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    status: str = "active"
+    derivation: DerivationDraft | None = None
+    redactions: tuple[dict[str, str], ...] = ()
+    """redactions are the secrets removed (kind and digest, never the secret), for the audit log."""
+
+
+@dataclass(frozen=True)
+class DerivationDraft:
+    """What a derived memory was made from: the source version and the summarizer."""
+
+    source_fingerprint: str
+    summarizer: str
+    prompt_version: str
 
 
 def check_reason(reason: str, required: bool) -> str | None:
-    reason = _no_nul(reason.strip(), "reason")
+    # Reasons land in the history and the audit log: a pasted secret must not.
+    reason = redact(_no_nul(reason.strip(), "reason")).text
     if required and not reason:
         raise InvalidArgument("reason is required: say why, for whoever reads the history later")
     if len(reason) > MAX_REASON_CHARS:
@@ -134,19 +149,72 @@ def check_valid_time(request: Any) -> tuple[datetime | None, datetime | None]:
     return valid_from, valid_to
 
 
+class _Redactor:
+    """Collects what redaction removed across the fields of one request."""
+
+    def __init__(self) -> None:
+        self.findings: list[dict[str, str]] = []
+
+    def text(self, value: str) -> str:
+        result = redact(value)
+        self.findings += [{"kind": f.kind, "digest": f.digest} for f in result.findings]
+        return result.text
+
+    def json(self, value: dict[str, Any]) -> dict[str, Any]:
+        cleaned, findings = redact_json(value)
+        self.findings += [{"kind": f.kind, "digest": f.digest} for f in findings]
+        return cleaned
+
+
+WRITABLE_STATUSES = ("active", "candidate")
+
+
+def check_derivation(request: Any, source_uri: str | None) -> DerivationDraft | None:
+    if not request.HasField("derivation"):
+        return None
+    derivation = request.derivation
+    fingerprint = check_short(derivation.source_fingerprint, "derivation.source_fingerprint", 200)
+    if not fingerprint:
+        raise InvalidArgument("derivation.source_fingerprint is required when a derivation is given")
+    if not source_uri:
+        raise InvalidArgument("a derived memory needs the source_uri it was derived from")
+    return DerivationDraft(
+        source_fingerprint=fingerprint,
+        summarizer=check_short(derivation.summarizer, "derivation.summarizer", 200) or "transcript",
+        prompt_version=check_short(derivation.prompt_version, "derivation.prompt_version", 100) or "",
+    )
+
+
 def check_write(request: Any, max_content_bytes: int) -> Draft:
+    """Validates a write and redacts secrets from everything that will be stored."""
     content = check_content(request.content, max_content_bytes)
     valid_from, valid_to = check_valid_time(request)
+    status = check_enum(common_pb2.MemoryStatus, request.status, "status", "active")
+    if status not in WRITABLE_STATUSES:
+        raise InvalidArgument(f"a new memory starts {' or '.join(WRITABLE_STATUSES)}, not {status}")
+    redactor = _Redactor()
+    content = redactor.text(content)
+    source_uri = check_short(request.source_uri, "source_uri", MAX_SOURCE_URI_CHARS)
+    source_uri = redactor.text(source_uri) if source_uri else None
     return Draft(
         kind=check_enum(common_pb2.MemoryKind, request.kind, "kind", "note"),
-        title=check_title(request.title, content),
+        title=redactor.text(check_title(request.title, content)),
         content=content,
         content_hash=content_hash(content),
-        tags=check_tags(list(request.tags)),
-        metadata=check_metadata(request.metadata if request.HasField("metadata") else None),
-        source_uri=check_short(request.source_uri, "source_uri", MAX_SOURCE_URI_CHARS),
+        tags=[redactor.text(tag) for tag in check_tags(list(request.tags))],
+        metadata=redactor.json(check_metadata(request.metadata if request.HasField("metadata") else None)),
+        source_uri=source_uri,
         idempotency_key=check_short(request.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS),
         provenance=check_enum(common_pb2.Provenance, request.provenance, "provenance", "agent"),
         valid_from=valid_from,
         valid_to=valid_to,
+        status=status,
+        derivation=check_derivation(request, source_uri),
+        redactions=tuple(redactor.findings),
     )
+
+
+def redacted_text(value: str) -> tuple[str, list[dict[str, str]]]:
+    """One field redacted, with what was removed (for updates and reasons)."""
+    redactor = _Redactor()
+    return redactor.text(value), redactor.findings

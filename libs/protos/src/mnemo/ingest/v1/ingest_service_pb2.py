@@ -27,53 +27,55 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from mnemo.common.v1 import common_pb2 as mnemo_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$mnemo/ingest/v1/ingest_service.proto\x12\x0fmnemo.ingest.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cmnemo/common/v1/common.proto\"\xe7\x02\n\x12WriteMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12)\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.mnemo.common.v1.MemoryKind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12)\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsource_uri\x18\x07 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12/\n\nprovenance\x18\t \x01(\x0e\x32\x1b.mnemo.common.v1.Provenance\x12.\n\nvalid_from\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"n\n\x13WriteMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.mnemo.ingest.v1.WriteOutcome\"\xcc\x01\n\x13UpdateMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x12\n\x05title\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x14\n\x0creplace_tags\x18\x06 \x01(\x08\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x18\n\x10\x65xpected_version\x18\x08 \x01(\x05\x42\x08\n\x06_title\"o\n\x14UpdateMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.mnemo.ingest.v1.WriteOutcome\"6\n\x13\x41\x64\x64WorkspaceRequest\x12\x11\n\troot_path\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"V\n\x14\x41\x64\x64WorkspaceResponse\x12-\n\tworkspace\x18\x01 \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x7f\n\x16SupersedeMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x36\n\tsuccessor\x18\x03 \x01(\x0b\x32#.mnemo.ingest.v1.WriteMemoryRequest\x12\x0e\n\x06reason\x18\x04 \x01(\t\"r\n\x17SupersedeMemoryResponse\x12+\n\nsuperseded\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12*\n\tsuccessor\x18\x02 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"E\n\x14RetractMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"@\n\x15RetractMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"E\n\x14\x43onfirmMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"p\n\x15\x43onfirmMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.mnemo.ingest.v1.WriteOutcome\"\x97\x02\n\tTombstone\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x12\n\nsource_uri\x18\x03 \x01(\t\x12\x1a\n\x12source_fingerprint\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x11\n\tprincipal\x18\x06 \x01(\t\x12.\n\ndeleted_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brestored_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tpurged_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"D\n\x13\x44\x65leteMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"E\n\x14\x44\x65leteMemoryResponse\x12-\n\ttombstone\x18\x01 \x01(\x0b\x32\x1a.mnemo.ingest.v1.Tombstone\"5\n\x14RestoreMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"@\n\x15RestoreMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"R\n\x12PurgeMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\r\n\x05\x66orce\x18\x04 \x01(\x08\"D\n\x13PurgeMemoryResponse\x12-\n\ttombstone\x18\x01 \x01(\x0b\x32\x1a.mnemo.ingest.v1.Tombstone*\xa0\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x1d\n\x19WRITE_OUTCOME_NEW_VERSION\x10\x02\x12\x1b\n\x17WRITE_OUTCOME_UNCHANGED\x10\x03\x12\x1a\n\x16WRITE_OUTCOME_REPLAYED\x10\x04\x32\xe0\x06\n\rIngestService\x12X\n\x0bWriteMemory\x12#.mnemo.ingest.v1.WriteMemoryRequest\x1a$.mnemo.ingest.v1.WriteMemoryResponse\x12[\n\x0cUpdateMemory\x12$.mnemo.ingest.v1.UpdateMemoryRequest\x1a%.mnemo.ingest.v1.UpdateMemoryResponse\x12[\n\x0c\x41\x64\x64Workspace\x12$.mnemo.ingest.v1.AddWorkspaceRequest\x1a%.mnemo.ingest.v1.AddWorkspaceResponse\x12\x64\n\x0fSupersedeMemory\x12\'.mnemo.ingest.v1.SupersedeMemoryRequest\x1a(.mnemo.ingest.v1.SupersedeMemoryResponse\x12^\n\rRetractMemory\x12%.mnemo.ingest.v1.RetractMemoryRequest\x1a&.mnemo.ingest.v1.RetractMemoryResponse\x12^\n\rConfirmMemory\x12%.mnemo.ingest.v1.ConfirmMemoryRequest\x1a&.mnemo.ingest.v1.ConfirmMemoryResponse\x12[\n\x0c\x44\x65leteMemory\x12$.mnemo.ingest.v1.DeleteMemoryRequest\x1a%.mnemo.ingest.v1.DeleteMemoryResponse\x12^\n\rRestoreMemory\x12%.mnemo.ingest.v1.RestoreMemoryRequest\x1a&.mnemo.ingest.v1.RestoreMemoryResponse\x12X\n\x0bPurgeMemory\x12#.mnemo.ingest.v1.PurgeMemoryRequest\x1a$.mnemo.ingest.v1.PurgeMemoryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$mnemo/ingest/v1/ingest_service.proto\x12\x0fmnemo.ingest.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cmnemo/common/v1/common.proto\"\xc7\x03\n\x12WriteMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12)\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.mnemo.common.v1.MemoryKind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12)\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsource_uri\x18\x07 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x08 \x01(\t\x12/\n\nprovenance\x18\t \x01(\x0e\x32\x1b.mnemo.common.v1.Provenance\x12.\n\nvalid_from\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\nderivation\x18\x0c \x01(\x0b\x32\x1b.mnemo.ingest.v1.Derivation\x12-\n\x06status\x18\r \x01(\x0e\x32\x1d.mnemo.common.v1.MemoryStatus\"T\n\nDerivation\x12\x1a\n\x12source_fingerprint\x18\x01 \x01(\t\x12\x12\n\nsummarizer\x18\x02 \x01(\t\x12\x16\n\x0eprompt_version\x18\x03 \x01(\t\"n\n\x13WriteMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.mnemo.ingest.v1.WriteOutcome\"\xcc\x01\n\x13UpdateMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x12\n\x05title\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x14\n\x0creplace_tags\x18\x06 \x01(\x08\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x18\n\x10\x65xpected_version\x18\x08 \x01(\x05\x42\x08\n\x06_title\"o\n\x14UpdateMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.mnemo.ingest.v1.WriteOutcome\"6\n\x13\x41\x64\x64WorkspaceRequest\x12\x11\n\troot_path\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"V\n\x14\x41\x64\x64WorkspaceResponse\x12-\n\tworkspace\x18\x01 \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x7f\n\x16SupersedeMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x36\n\tsuccessor\x18\x03 \x01(\x0b\x32#.mnemo.ingest.v1.WriteMemoryRequest\x12\x0e\n\x06reason\x18\x04 \x01(\t\"r\n\x17SupersedeMemoryResponse\x12+\n\nsuperseded\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12*\n\tsuccessor\x18\x02 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"E\n\x14RetractMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"@\n\x15RetractMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"E\n\x14\x43onfirmMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"p\n\x15\x43onfirmMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.mnemo.ingest.v1.WriteOutcome\"\x97\x02\n\tTombstone\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x12\n\nsource_uri\x18\x03 \x01(\t\x12\x1a\n\x12source_fingerprint\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x11\n\tprincipal\x18\x06 \x01(\t\x12.\n\ndeleted_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brestored_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tpurged_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"D\n\x13\x44\x65leteMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"E\n\x14\x44\x65leteMemoryResponse\x12-\n\ttombstone\x18\x01 \x01(\x0b\x32\x1a.mnemo.ingest.v1.Tombstone\"5\n\x14RestoreMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"@\n\x15RestoreMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"R\n\x12PurgeMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\r\n\x05\x66orce\x18\x04 \x01(\x08\"D\n\x13PurgeMemoryResponse\x12-\n\ttombstone\x18\x01 \x01(\x0b\x32\x1a.mnemo.ingest.v1.Tombstone*\xa0\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x1d\n\x19WRITE_OUTCOME_NEW_VERSION\x10\x02\x12\x1b\n\x17WRITE_OUTCOME_UNCHANGED\x10\x03\x12\x1a\n\x16WRITE_OUTCOME_REPLAYED\x10\x04\x32\xe0\x06\n\rIngestService\x12X\n\x0bWriteMemory\x12#.mnemo.ingest.v1.WriteMemoryRequest\x1a$.mnemo.ingest.v1.WriteMemoryResponse\x12[\n\x0cUpdateMemory\x12$.mnemo.ingest.v1.UpdateMemoryRequest\x1a%.mnemo.ingest.v1.UpdateMemoryResponse\x12[\n\x0c\x41\x64\x64Workspace\x12$.mnemo.ingest.v1.AddWorkspaceRequest\x1a%.mnemo.ingest.v1.AddWorkspaceResponse\x12\x64\n\x0fSupersedeMemory\x12\'.mnemo.ingest.v1.SupersedeMemoryRequest\x1a(.mnemo.ingest.v1.SupersedeMemoryResponse\x12^\n\rRetractMemory\x12%.mnemo.ingest.v1.RetractMemoryRequest\x1a&.mnemo.ingest.v1.RetractMemoryResponse\x12^\n\rConfirmMemory\x12%.mnemo.ingest.v1.ConfirmMemoryRequest\x1a&.mnemo.ingest.v1.ConfirmMemoryResponse\x12[\n\x0c\x44\x65leteMemory\x12$.mnemo.ingest.v1.DeleteMemoryRequest\x1a%.mnemo.ingest.v1.DeleteMemoryResponse\x12^\n\rRestoreMemory\x12%.mnemo.ingest.v1.RestoreMemoryRequest\x1a&.mnemo.ingest.v1.RestoreMemoryResponse\x12X\n\x0bPurgeMemory\x12#.mnemo.ingest.v1.PurgeMemoryRequest\x1a$.mnemo.ingest.v1.PurgeMemoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mnemo.ingest.v1.ingest_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WRITEOUTCOME']._serialized_start=2354
-  _globals['_WRITEOUTCOME']._serialized_end=2514
+  _globals['_WRITEOUTCOME']._serialized_start=2536
+  _globals['_WRITEOUTCOME']._serialized_end=2696
   _globals['_WRITEMEMORYREQUEST']._serialized_start=151
-  _globals['_WRITEMEMORYREQUEST']._serialized_end=510
-  _globals['_WRITEMEMORYRESPONSE']._serialized_start=512
-  _globals['_WRITEMEMORYRESPONSE']._serialized_end=622
-  _globals['_UPDATEMEMORYREQUEST']._serialized_start=625
-  _globals['_UPDATEMEMORYREQUEST']._serialized_end=829
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=831
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=942
-  _globals['_ADDWORKSPACEREQUEST']._serialized_start=944
-  _globals['_ADDWORKSPACEREQUEST']._serialized_end=998
-  _globals['_ADDWORKSPACERESPONSE']._serialized_start=1000
-  _globals['_ADDWORKSPACERESPONSE']._serialized_end=1086
-  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_start=1088
-  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_end=1215
-  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_start=1217
-  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_end=1331
-  _globals['_RETRACTMEMORYREQUEST']._serialized_start=1333
-  _globals['_RETRACTMEMORYREQUEST']._serialized_end=1402
-  _globals['_RETRACTMEMORYRESPONSE']._serialized_start=1404
-  _globals['_RETRACTMEMORYRESPONSE']._serialized_end=1468
-  _globals['_CONFIRMMEMORYREQUEST']._serialized_start=1470
-  _globals['_CONFIRMMEMORYREQUEST']._serialized_end=1539
-  _globals['_CONFIRMMEMORYRESPONSE']._serialized_start=1541
-  _globals['_CONFIRMMEMORYRESPONSE']._serialized_end=1653
-  _globals['_TOMBSTONE']._serialized_start=1656
-  _globals['_TOMBSTONE']._serialized_end=1935
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=1937
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=2005
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=2007
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=2076
-  _globals['_RESTOREMEMORYREQUEST']._serialized_start=2078
-  _globals['_RESTOREMEMORYREQUEST']._serialized_end=2131
-  _globals['_RESTOREMEMORYRESPONSE']._serialized_start=2133
-  _globals['_RESTOREMEMORYRESPONSE']._serialized_end=2197
-  _globals['_PURGEMEMORYREQUEST']._serialized_start=2199
-  _globals['_PURGEMEMORYREQUEST']._serialized_end=2281
-  _globals['_PURGEMEMORYRESPONSE']._serialized_start=2283
-  _globals['_PURGEMEMORYRESPONSE']._serialized_end=2351
-  _globals['_INGESTSERVICE']._serialized_start=2517
-  _globals['_INGESTSERVICE']._serialized_end=3381
+  _globals['_WRITEMEMORYREQUEST']._serialized_end=606
+  _globals['_DERIVATION']._serialized_start=608
+  _globals['_DERIVATION']._serialized_end=692
+  _globals['_WRITEMEMORYRESPONSE']._serialized_start=694
+  _globals['_WRITEMEMORYRESPONSE']._serialized_end=804
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=807
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1011
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1013
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1124
+  _globals['_ADDWORKSPACEREQUEST']._serialized_start=1126
+  _globals['_ADDWORKSPACEREQUEST']._serialized_end=1180
+  _globals['_ADDWORKSPACERESPONSE']._serialized_start=1182
+  _globals['_ADDWORKSPACERESPONSE']._serialized_end=1268
+  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_start=1270
+  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_end=1397
+  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_start=1399
+  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_end=1513
+  _globals['_RETRACTMEMORYREQUEST']._serialized_start=1515
+  _globals['_RETRACTMEMORYREQUEST']._serialized_end=1584
+  _globals['_RETRACTMEMORYRESPONSE']._serialized_start=1586
+  _globals['_RETRACTMEMORYRESPONSE']._serialized_end=1650
+  _globals['_CONFIRMMEMORYREQUEST']._serialized_start=1652
+  _globals['_CONFIRMMEMORYREQUEST']._serialized_end=1721
+  _globals['_CONFIRMMEMORYRESPONSE']._serialized_start=1723
+  _globals['_CONFIRMMEMORYRESPONSE']._serialized_end=1835
+  _globals['_TOMBSTONE']._serialized_start=1838
+  _globals['_TOMBSTONE']._serialized_end=2117
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=2119
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=2187
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=2189
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=2258
+  _globals['_RESTOREMEMORYREQUEST']._serialized_start=2260
+  _globals['_RESTOREMEMORYREQUEST']._serialized_end=2313
+  _globals['_RESTOREMEMORYRESPONSE']._serialized_start=2315
+  _globals['_RESTOREMEMORYRESPONSE']._serialized_end=2379
+  _globals['_PURGEMEMORYREQUEST']._serialized_start=2381
+  _globals['_PURGEMEMORYREQUEST']._serialized_end=2463
+  _globals['_PURGEMEMORYRESPONSE']._serialized_start=2465
+  _globals['_PURGEMEMORYRESPONSE']._serialized_end=2533
+  _globals['_INGESTSERVICE']._serialized_start=2699
+  _globals['_INGESTSERVICE']._serialized_end=3563
 # @@protoc_insertion_point(module_scope)

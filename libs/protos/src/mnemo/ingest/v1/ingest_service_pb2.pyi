@@ -26,7 +26,7 @@ WRITE_OUTCOME_UNCHANGED: WriteOutcome
 WRITE_OUTCOME_REPLAYED: WriteOutcome
 
 class WriteMemoryRequest(_message.Message):
-    __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to")
+    __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to", "derivation", "status")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,8 @@ class WriteMemoryRequest(_message.Message):
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    DERIVATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     kind: _common_pb2.MemoryKind
     title: str
@@ -49,7 +51,19 @@ class WriteMemoryRequest(_message.Message):
     provenance: _common_pb2.Provenance
     valid_from: _timestamp_pb2.Timestamp
     valid_to: _timestamp_pb2.Timestamp
-    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., provenance: _Optional[_Union[_common_pb2.Provenance, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    derivation: Derivation
+    status: _common_pb2.MemoryStatus
+    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., provenance: _Optional[_Union[_common_pb2.Provenance, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., derivation: _Optional[_Union[Derivation, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.MemoryStatus, str]] = ...) -> None: ...
+
+class Derivation(_message.Message):
+    __slots__ = ("source_fingerprint", "summarizer", "prompt_version")
+    SOURCE_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZER_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    source_fingerprint: str
+    summarizer: str
+    prompt_version: str
+    def __init__(self, source_fingerprint: _Optional[str] = ..., summarizer: _Optional[str] = ..., prompt_version: _Optional[str] = ...) -> None: ...
 
 class WriteMemoryResponse(_message.Message):
     __slots__ = ("memory", "outcome")

@@ -1,0 +1,383 @@
+"""One harvest run: discover sessions, wait for idle, read, place, render, hand to ingest, record."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc
+import structlog
+from google.protobuf import struct_pb2
+
+from mnemo.common.v1 import common_pb2
+from mnemo.harvest.v1 import harvest_service_pb2 as pb
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
+from mnemo_harvest.archive import Archive, free_disk_bytes
+from mnemo_harvest.model import Reader, Session, SourceRef, Turn
+from mnemo_harvest.placement import is_internal, lookup_paths
+from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
+from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
+from mnemo_platform.config import HarvestSettings
+from mnemo_redact import redact
+
+log = structlog.get_logger("mnemo.harvest")
+
+TRANSCRIPT = "transcript"
+
+
+def source_uri(agent: str, session_id: str) -> str:
+    """The session's identity for ingest: tombstones and derivations are keyed on it."""
+    return f"{agent}://session/{session_id}"
+
+
+@dataclass
+class Outcome:
+    outcome: str  # harvested | new_version | unchanged | skipped | failed
+    detail: str = ""
+    memory_id: str = ""
+
+
+class HarvestEngine:
+    """Runs are serialised in a process; across replicas ingest's derivations make them idempotent."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        readers: dict[str, Reader],
+        ingest: ingest_grpc.IngestServiceStub,
+        search: search_grpc.SearchServiceStub,
+        settings: HarvestSettings,
+        data_dir: Path,
+        max_content_bytes: int,
+        summarizer: Summarizer | None = None,
+        archive: Archive | None = None,
+    ) -> None:
+        self.pool = pool
+        self.readers = readers
+        self.ingest = ingest
+        self.search = search
+        self.settings = settings
+        self.data_dir = data_dir
+        self.max_content_bytes = max_content_bytes
+        self.summarizer = summarizer
+        self.archive = archive
+        self.lock = asyncio.Lock()
+        self.last_run_at: datetime | None = None
+        self.paused = ""
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def run(self, agent: str = "", ignore_idle: bool = False) -> AsyncIterator[pb.RunProgress]:
+        async with self.lock:
+            refs: list[tuple[Reader, SourceRef]] = []
+            for name, reader in self.readers.items():
+                if agent and name != agent:
+                    continue
+                try:
+                    found = await asyncio.to_thread(lambda r=reader: list(r.discover()))
+                except Exception:
+                    # A reader bug must not stop the other agents' harvest.
+                    log.exception("harvest_discover_failed", agent=name)
+                    continue
+                refs += [(reader, ref) for ref in found]
+            self.paused = self._low_disk()
+            counts = {"harvested": 0, "skipped": 0, "failed": 0}
+            places: dict[str, str | None] = {}
+            for index, (reader, ref) in enumerate(refs, start=1):
+                try:
+                    result = await self._harvest(reader, ref, ignore_idle, places)
+                except Exception as exc:
+                    log.exception("harvest_session_failed", agent=ref.agent, session_id=ref.key)
+                    result = Outcome("failed", f"{type(exc).__name__}: {exc}")
+                    await self._record(ref, "failed", result.detail, attempts=True)
+                bucket = {"harvested": "harvested", "new_version": "harvested"}.get(result.outcome, result.outcome)
+                if bucket in counts:
+                    counts[bucket] += 1
+                yield pb.RunProgress(
+                    agent=ref.agent,
+                    session_id=ref.key,
+                    outcome=result.outcome,
+                    detail=result.detail,
+                    memory_id=result.memory_id,
+                    index=index,
+                    total=len(refs),
+                )
+            await self._evict_archive()
+            self.last_run_at = datetime.now(UTC)
+            log.info("harvest_run_completed", sessions=len(refs), **counts)
+            yield pb.RunProgress(done=True, total=len(refs), **counts)
+
+    def _low_disk(self) -> str:
+        try:
+            free = free_disk_bytes(self.data_dir)
+        except OSError:
+            return ""
+        if free < self.settings.min_free_disk_bytes:
+            message = (
+                f"free disk {free} bytes is below MNEMO_MIN_FREE_DISK_BYTES ({self.settings.min_free_disk_bytes}); "
+                "harvest writes are paused"
+            )
+            log.warning("harvest_paused_low_disk", free=free, minimum=self.settings.min_free_disk_bytes)
+            return message
+        return ""
+
+    async def _harvest(
+        self, reader: Reader, ref: SourceRef, ignore_idle: bool, places: dict[str, str | None]
+    ) -> Outcome:
+        row = await self._seen(ref)
+        if not ignore_idle and time.time() - ref.mtime < self.settings.idle_s:
+            await self._record(ref, "active", "still active: changed within MNEMO_HARVEST_IDLE_S")
+            return Outcome("skipped", "still active")
+        mtime = datetime.fromtimestamp(ref.mtime, UTC)
+        unchanged_since_last = (
+            row is not None
+            and row["harvested_size"] == ref.size
+            and row["harvested_mtime"] == mtime
+            and ((row["state"] == "harvested" and row["final"]) or (row["detail"] or "").startswith("tombstoned"))
+        )
+        if unchanged_since_last:
+            return Outcome("unchanged", row["detail"] or "", str(row["memory_id"] or ""))
+        if self.paused:
+            await self._record(ref, "skipped", f"paused: {self.paused}")
+            return Outcome("skipped", "paused: low disk")
+        try:
+            session = await asyncio.to_thread(reader.read, ref)
+        except OSError as exc:
+            await self._record(ref, "failed", f"unreadable: {exc}", attempts=True)
+            return Outcome("failed", f"unreadable: {exc}")
+        for path, line in session.malformed:
+            log.warning("session_line_malformed", agent=ref.agent, file=path, line=line)
+        if session.skipped_records:
+            log.info(
+                "session_records_skipped", agent=ref.agent, session_id=ref.key, by_type=dict(session.skipped_records)
+            )
+        if is_internal(session.cwd, session.first_prompt, self.data_dir):
+            await self._record(ref, "skipped", "self-capture: a session of Mnemo's own", cwd=session.cwd)
+            return Outcome("skipped", "self-capture")
+        if not session.turns:
+            await self._record(ref, "skipped", "empty: no conversation in the session", cwd=session.cwd)
+            return Outcome("skipped", "empty")
+        workspace = await self._place(session.cwd, places)
+        if workspace is None:
+            detail = f"no-workspace: {session.cwd or 'no working directory recorded'}"
+            await self._record(ref, "skipped", detail, cwd=session.cwd)
+            return Outcome("skipped", detail)
+        return await self._derive(ref, session, workspace, mtime)
+
+    async def _derive(self, ref: SourceRef, session: Session, workspace: str, mtime: datetime) -> Outcome:
+        uri = source_uri(session.agent, session.session_id)
+        # Redacted before anything leaves this process: the summarizer must not see secrets either.
+        transcript = redact(render_transcript(session, self.max_content_bytes)).text
+        content, summarizer, prompt_version, final, detail = transcript, TRANSCRIPT, "", True, ""
+        provenance = common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT
+        if self.summarizer is not None:
+            try:
+                summary = await self.summarizer.summarize(transcript)
+                content = "\n".join(header(session)) + "\n" + redact(summary).text
+                summarizer, prompt_version = self.summarizer.name, PROMPT_VERSION
+                provenance = common_pb2.PROVENANCE_HARVESTED_SUMMARY
+            except SummaryFailed as exc:
+                final, detail = False, f"summary failed ({exc}); transcript kept, summary retried next run"
+                log.warning("session_summary_failed", agent=ref.agent, session_id=ref.key, error=str(exc))
+        metadata = struct_pb2.Struct()
+        metadata.update(session_metadata(session))
+        request = ingest_pb.WriteMemoryRequest(
+            workspace=workspace,
+            kind=common_pb2.MEMORY_KIND_SESSION,
+            title=session_title(session),
+            content=content,
+            tags=[session.agent, "session"],
+            metadata=metadata,
+            source_uri=uri,
+            provenance=provenance,
+            derivation=ingest_pb.Derivation(
+                source_fingerprint=session.fingerprint, summarizer=summarizer, prompt_version=prompt_version
+            ),
+        )
+        try:
+            response = await self.ingest.WriteMemory(request)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                # A deleted session stays deleted: ingest refuses its source while the tombstone stands.
+                detail = f"tombstoned: {exc.details()}"
+                await self._record(
+                    ref,
+                    "skipped",
+                    detail,
+                    cwd=session.cwd,
+                    workspace=workspace,
+                    harvested=(ref, mtime),
+                    fingerprint=session.fingerprint,
+                )
+                return Outcome("skipped", "tombstoned")
+            await self._record(ref, "failed", f"ingest: {exc.code().name}: {exc.details()}", attempts=True)
+            return Outcome("failed", f"ingest: {exc.code().name}: {exc.details()}")
+        memory = response.memory
+        outcome = {
+            ingest_pb.WRITE_OUTCOME_CREATED: "harvested",
+            ingest_pb.WRITE_OUTCOME_NEW_VERSION: "new_version",
+        }.get(response.outcome, "unchanged")
+        await self._write_extracted(session, workspace, uri, memory.id, content if summarizer != TRANSCRIPT else "")
+        archive = self._archive(session)
+        await self._record(
+            ref,
+            "harvested",
+            detail or f"version {memory.version}",
+            cwd=session.cwd,
+            workspace=workspace,
+            memory_id=memory.id,
+            final=final,
+            harvested=(ref, mtime),
+            archive=archive,
+            fingerprint=session.fingerprint,
+        )
+        log.info("session_harvested", agent=ref.agent, session_id=ref.key, outcome=outcome, memory_id=memory.id)
+        return Outcome(outcome, detail, memory.id)
+
+    async def _write_extracted(self, session: Session, workspace: str, uri: str, memory_id: str, summary: str) -> None:
+        """DECISION:/LESSON: lines become candidate memories awaiting review, linked to the session."""
+        items = extract_marked(session)
+        if summary:
+            items += [i for i in extract_marked(_summary_session(session, summary)) if i not in items]
+        for item in items:
+            text = redact(item.text).text
+            digest = hashlib.sha256(f"{item.kind}:{text}".encode()).hexdigest()[:12]
+            metadata = struct_pb2.Struct()
+            metadata.update({"session_memory_id": memory_id, "session_id": session.session_id, "said_by": item.role})
+            request = ingest_pb.WriteMemoryRequest(
+                workspace=workspace,
+                kind=common_pb2.MEMORY_KIND_DECISION if item.kind == "decision" else common_pb2.MEMORY_KIND_LESSON,
+                title=text[:80],
+                content=text,
+                tags=[session.agent, item.kind],
+                metadata=metadata,
+                # One identity per line: re-deriving a grown session does not duplicate it.
+                source_uri=f"{uri}#{item.kind}-{digest}",
+                provenance=common_pb2.PROVENANCE_EXTRACTED,
+                status=common_pb2.MEMORY_STATUS_CANDIDATE,
+            )
+            try:
+                await self.ingest.WriteMemory(request)
+            except grpc.aio.AioRpcError as exc:
+                log.info("extracted_memory_not_written", code=exc.code().name, detail=exc.details())
+
+    def _archive(self, session: Session) -> tuple[str, int] | None:
+        if self.archive is None or self.paused:
+            return None
+        try:
+            path, size = self.archive.write(session)
+        except OSError as exc:
+            log.warning("archive_write_failed", session_id=session.session_id, error=str(exc))
+            return None
+        return str(path), size
+
+    async def _evict_archive(self) -> None:
+        if self.archive is None:
+            return
+        evicted = await asyncio.to_thread(self.archive.evict)
+        if evicted:
+            await self.pool.execute(
+                "UPDATE harvest_sources SET archive_evicted_at = now(), archive_path = NULL, archive_bytes = NULL "
+                "WHERE archive_path = ANY($1::text[])",
+                [str(p) for p in evicted],
+            )
+
+    # -- placement --------------------------------------------------------------------------
+
+    async def _place(self, cwd: str | None, places: dict[str, str | None]) -> str | None:
+        """The workspace of a session's directory: the longest registered root containing it."""
+        if not cwd or not cwd.startswith("/"):
+            return None
+        if cwd in places:
+            return places[cwd]
+        workspace = None
+        candidates = lookup_paths(cwd)
+        for path in candidates:
+            try:
+                response = await self.search.ResolveWorkspace(search_pb.ResolveWorkspaceRequest(workspace=path))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+                    raise
+                continue
+            workspace = response.workspace.id
+            break
+        if workspace is None and self.settings.auto_register:
+            response = await self.ingest.AddWorkspace(ingest_pb.AddWorkspaceRequest(root_path=candidates[0]))
+            workspace = response.workspace.id
+            log.info("workspace_auto_registered", root=candidates[0], workspace=workspace)
+        places[cwd] = workspace
+        return workspace
+
+    # -- harvest's own state --------------------------------------------------------------------
+
+    async def _seen(self, ref: SourceRef) -> asyncpg.Record | None:
+        return await self.pool.fetchrow(
+            """
+            INSERT INTO harvest_sources (agent, session_id, path, size, mtime, state)
+            VALUES ($1, $2, $3, $4, $5, 'idle')
+            ON CONFLICT (agent, session_id) DO UPDATE SET path = $3, size = $4, mtime = $5, last_seen_at = now()
+            RETURNING *
+            """,
+            ref.agent,
+            ref.key,
+            ref.path,
+            ref.size,
+            datetime.fromtimestamp(ref.mtime, UTC),
+        )
+
+    async def _record(
+        self,
+        ref: SourceRef,
+        state: str,
+        detail: str,
+        *,
+        cwd: str | None = None,
+        workspace: str | None = None,
+        memory_id: str | None = None,
+        final: bool = True,
+        attempts: bool = False,
+        harvested: tuple[SourceRef, datetime] | None = None,
+        archive: tuple[str, int] | None = None,
+        fingerprint: str | None = None,
+    ) -> None:
+        values: dict[str, Any] = {"state": state, "detail": detail, "final": final}
+        if fingerprint is not None:
+            values["content_hash"] = fingerprint
+        if cwd is not None:
+            values["cwd"] = cwd
+        if workspace is not None:
+            values["workspace_id"] = workspace
+        if memory_id:
+            values["memory_id"] = memory_id
+        if harvested is not None:
+            values["harvested_size"] = harvested[0].size
+            values["harvested_mtime"] = harvested[1]
+            values["harvested_at"] = datetime.now(UTC)
+        if archive is not None:
+            values["archive_path"], values["archive_bytes"] = archive
+            values["archived_at"] = datetime.now(UTC)
+        columns = list(values)
+        assignments = ", ".join(f"{column} = ${i}" for i, column in enumerate(columns, start=3))
+        bump = ", attempts = attempts + 1" if attempts else ", attempts = 0"
+        await self.pool.execute(
+            f"UPDATE harvest_sources SET {assignments}{bump} WHERE agent = $1 AND session_id = $2",
+            ref.agent,
+            ref.key,
+            *[values[c] for c in columns],
+        )
+
+
+def _summary_session(session: Session, summary: str) -> Session:
+    return Session(
+        agent=session.agent, session_id=session.session_id, source_path="", turns=[Turn("assistant", summary)]
+    )

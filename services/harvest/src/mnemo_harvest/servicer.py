@@ -1,0 +1,107 @@
+"""HarvestService: run now (streaming progress), status per agent, and the sources harvest knows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+from mnemo.harvest.v1 import harvest_service_pb2 as pb
+from mnemo.harvest.v1 import harvest_service_pb2_grpc as pb_grpc
+from mnemo_harvest.engine import HarvestEngine
+from mnemo_harvest.model import AGENTS
+from mnemo_harvest.readers import reader_roots
+from mnemo_platform import InvalidArgument
+from mnemo_store import timestamp
+
+STATES = ("active", "idle", "harvested", "skipped", "failed")
+
+
+class HarvestServicer(pb_grpc.HarvestServiceServicer):
+    def __init__(self, engine: HarvestEngine, pool: asyncpg.Pool) -> None:
+        self.engine = engine
+        self.pool = pool
+
+    async def Run(self, request: pb.RunRequest, context: Any) -> AsyncIterator[pb.RunProgress]:
+        if request.agent and request.agent not in self.engine.readers:
+            enabled = ", ".join(self.engine.readers) or "none"
+            raise InvalidArgument(f"agent {request.agent!r} is not harvested here (enabled: {enabled})")
+        async for progress in self.engine.run(request.agent, request.ignore_idle):
+            yield progress
+
+    async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:
+        rows = await self.pool.fetch("SELECT agent, state, detail FROM harvest_sources")
+        unregistered = await self.pool.fetch(
+            "SELECT DISTINCT cwd FROM harvest_sources WHERE state = 'skipped' AND detail LIKE 'no-workspace:%' "
+            "AND cwd IS NOT NULL ORDER BY cwd"
+        )
+        response = pb.StatusResponse(
+            interval_s=self.engine.settings.interval_s,
+            idle_s=self.engine.settings.idle_s,
+            unregistered=[r["cwd"] for r in unregistered],
+            archive_bytes=self.engine.archive.total_bytes() if self.engine.archive else 0,
+            paused=self.engine.paused,
+        )
+        if self.engine.last_run_at:
+            response.last_run_at.CopyFrom(timestamp(self.engine.last_run_at))
+        for agent in AGENTS:
+            mine = [r for r in rows if r["agent"] == agent]
+            states = Counter(r["state"] for r in mine)
+            reasons = Counter((r["detail"] or "other").split(":")[0] for r in mine if r["state"] == "skipped")
+            response.agents.add(
+                agent=agent,
+                enabled=agent in self.engine.readers,
+                roots=reader_roots(agent, self.engine.settings),
+                sources_seen=len(mine),
+                harvested=states["harvested"],
+                active=states["active"],
+                failed=states["failed"],
+                skipped=dict(reasons),
+            )
+        return response
+
+    async def ListSources(self, request: pb.ListSourcesRequest, context: Any) -> pb.ListSourcesResponse:
+        if request.state and request.state not in STATES:
+            raise InvalidArgument(f"state must be one of {', '.join(STATES)}")
+        if request.page_size < 0:
+            raise InvalidArgument("page_size must not be negative")
+        size = min(request.page_size or 50, 500)
+        try:
+            offset = int(request.page_token or 0)
+            if not 0 <= offset < 2**31:
+                raise ValueError
+        except ValueError:
+            raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
+        rows = await self.pool.fetch(
+            """
+            SELECT * FROM harvest_sources
+            WHERE ($1 = '' OR agent = $1) AND ($2 = '' OR state = $2)
+            ORDER BY mtime DESC NULLS LAST, agent, session_id
+            LIMIT $3 OFFSET $4
+            """,
+            request.agent,
+            request.state,
+            size + 1,
+            offset,
+        )
+        page = rows[:size]
+        return pb.ListSourcesResponse(
+            sources=[
+                pb.Source(
+                    agent=r["agent"],
+                    session_id=r["session_id"],
+                    path=r["path"],
+                    workspace_id=r["workspace_id"] or "",
+                    state=r["state"],
+                    detail=r["detail"] or "",
+                    memory_id=str(r["memory_id"]) if r["memory_id"] else "",
+                    size=r["size"],
+                    updated_at=timestamp(r["mtime"]),
+                    harvested_at=timestamp(r["harvested_at"]),
+                )
+                for r in page
+            ],
+            next_page_token=str(offset + size) if len(rows) > size else "",
+        )
