@@ -134,3 +134,20 @@ async def table_counts(dsn: str) -> dict[str, int]:
         return counts
     finally:
         await conn.close()
+
+
+# Every MCP tool the gateway offers, for the tests that check the listing.
+MCP_TOOLS = frozenset(
+    {
+        "memory_write",
+        "memory_search",
+        "memory_get",
+        "memory_update",
+        "memory_status",
+        "memory_supersede",
+        "memory_retract",
+        "memory_delete",
+        "memory_history",
+        "memory_harvest_status",
+    }
+)

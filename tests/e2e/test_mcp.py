@@ -12,19 +12,7 @@ import pytest
 from mcp.client.client import Client
 
 from mnemo_cli.stack import Stack
-from tests.helpers import eventually
-
-TOOLS = {
-    "memory_write",
-    "memory_search",
-    "memory_get",
-    "memory_update",
-    "memory_status",
-    "memory_supersede",
-    "memory_retract",
-    "memory_delete",
-    "memory_history",
-}
+from tests.helpers import MCP_TOOLS, eventually
 
 
 def _data(result: Any) -> dict[str, Any]:
@@ -49,7 +37,7 @@ async def project(model_stack: Stack) -> str:
 async def test_the_tools_are_listed_with_guidance_for_agents(model_stack: Stack) -> None:
     async with Client(f"{model_stack.base_url}/mcp") as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == TOOLS
+    assert set(tools) == MCP_TOOLS
     for tool in tools.values():
         assert tool.description and len(tool.description) > 60, tool.name
     assert "start of a task" in tools["memory_search"].description

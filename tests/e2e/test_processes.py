@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import psutil
 import pytest
@@ -25,7 +26,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from mcp.client.client import Client
 
-from tests.helpers import Postgres
+from mnemo.common.v1 import common_pb2
+from mnemo.harvest.v1 import harvest_service_pb2 as hpb
+from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
+from mnemo.ingest.v1 import ingest_service_pb2 as ipb
+from mnemo_embed import HashEmbedder
+from tests.harvest.agents import conversation
+from tests.helpers import Clients, Postgres, start_stack
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 GRACE_S = 2.0
@@ -37,6 +44,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 INGEST_SERVICE = "mnemo.ingest.v1.IngestService"
 SEARCH_SERVICE = "mnemo.search.v1.SearchService"
+HARVEST_SERVICE = "mnemo.harvest.v1.HarvestService"
 HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
@@ -165,10 +173,11 @@ SERVICES = {
     "ingest": ("MNEMO_INGEST_ADDR", INGEST_SERVICE, SEARCH_SERVICE),
     "search": ("MNEMO_SEARCH_ADDR", SEARCH_SERVICE, INGEST_SERVICE),
     "gateway": ("MNEMO_GATEWAY_GRPC_ADDR", None, INGEST_SERVICE),
+    "harvest": ("MNEMO_HARVEST_ADDR", HARVEST_SERVICE, INGEST_SERVICE),
 }
 
 
-@pytest.mark.parametrize("service", ["ingest", "search", "gateway"])
+@pytest.mark.parametrize("service", ["ingest", "search", "gateway", "harvest"])
 async def test_sigterm_reports_not_serving_then_exits_cleanly_within_the_grace(
     service: str, postgres: Postgres, tmp_path: Path
 ) -> None:
@@ -382,3 +391,85 @@ async def test_up_answers_mcp_before_the_model_loads_and_stops_everything_on_sig
             with contextlib.suppress(psutil.Error):
                 leftover.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# -- harvest killed mid-run ---------------------------------------------------------------------------------
+
+KILL_SESSIONS = 120
+
+
+async def _harvest_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    row = await conn.fetchrow(
+        """
+        SELECT (SELECT count(*) FROM memories WHERE kind = 'session') AS sessions,
+               (SELECT count(DISTINCT source_uri) FROM memories WHERE kind = 'session') AS session_sources,
+               (SELECT count(*) FROM memories WHERE kind IN ('decision', 'lesson')) AS extracted,
+               (SELECT count(*) FROM memory_versions) AS versions,
+               (SELECT count(*) FROM memories) AS memories,
+               (SELECT count(*) FROM derivations) AS derivations,
+               (SELECT count(*) FROM harvest_sources WHERE state = 'harvested') AS harvested
+        """
+    )
+    return dict(row)
+
+
+async def test_harvest_killed_mid_run_duplicates_nothing_and_loses_nothing(postgres: Postgres, tmp_path: Path) -> None:
+    stack = await start_stack(await postgres.create_database("harvest_kill"), HashEmbedder(64))
+    clients = Clients(stack)
+    conn = await asyncpg.connect(stack.dsn)
+    try:
+        await clients.ingest.AddWorkspace(ipb.AddWorkspaceRequest(root_path="/work/kill"))
+        projects = tmp_path / "claude" / "projects"
+        for i in range(KILL_SESSIONS):
+            conversation(projects, f"/work/kill/app{i % 7}", f"topic{i}x").write()
+        target = f"127.0.0.1:{free_port()}"
+        env = clean_env(
+            MNEMO_DATABASE_URL=stack.dsn,
+            MNEMO_INGEST_ADDR=stack.ingest.target,
+            MNEMO_SEARCH_ADDR=stack.search.target,
+            MNEMO_HARVEST_ADDR=target,
+            MNEMO_HARVEST_AGENTS="claude-code",
+            MNEMO_HARVEST_CLAUDE_DIR=str(projects),
+            MNEMO_HARVEST_INTERVAL_S="3600",
+            MNEMO_DATA_DIR=str(tmp_path / "data"),
+        )
+        # The service's first tick starts the run by itself; SIGKILL it once a quarter has landed.
+        async with running(["serve", "harvest"], env, tmp_path / "first") as proc:
+            deadline = time.perf_counter() + 120
+            while (at_kill := await _harvest_counts(conn))["sessions"] < KILL_SESSIONS // 4:
+                assert proc.process.returncode is None, proc.output()
+                assert time.perf_counter() < deadline, f"harvest too slow: {at_kill}\n{proc.output()}"
+                await asyncio.sleep(0.02)
+            proc.process.kill()
+            assert await proc.process.wait() == -signal.SIGKILL
+        at_kill = await _harvest_counts(conn)
+        # Positive control: the kill really landed mid-run.
+        assert 0 < at_kill["sessions"] < KILL_SESSIONS, at_kill
+
+        async with running(["serve", "harvest"], env, tmp_path / "second") as proc:
+            await wait_serving(proc, target)
+            async with grpc.aio.insecure_channel(target) as channel:
+                # Runs are serialised: this one starts after the start-up tick and finds nothing left.
+                progress = [p async for p in hgrpc.HarvestServiceStub(channel).Run(hpb.RunRequest(), timeout=300)]
+            done = progress[-1]
+            assert done.done and done.total == KILL_SESSIONS and done.failed == 0, done
+            assert_no_traceback(proc)
+        after = await _harvest_counts(conn)
+        assert after == {
+            "sessions": KILL_SESSIONS,
+            "session_sources": KILL_SESSIONS,
+            "extracted": 2 * KILL_SESSIONS,
+            "versions": 3 * KILL_SESSIONS,
+            "memories": 3 * KILL_SESSIONS,
+            "derivations": KILL_SESSIONS,
+            "harvested": KILL_SESSIONS,
+        }, (at_kill, after)
+        # Every session is findable after the restart, the ones harvested before the kill included.
+        found = await clients.find("/work/kill", "topic0x job mondays", mode="lexical")
+        assert len(found.hits) >= 1 and found.hits[0].memory.kind == common_pb2.MEMORY_KIND_SESSION
+        last = await clients.find("/work/kill", f"topic{KILL_SESSIONS - 1}x job mondays", mode="lexical")
+        assert len(last.hits) >= 1 and last.hits[0].memory.kind == common_pb2.MEMORY_KIND_SESSION
+    finally:
+        await conn.close()
+        await clients.close()
+        await stack.stop()

@@ -16,7 +16,7 @@ from mcp.client.client import Client
 
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
-from tests.helpers import Clients, Postgres, start_stack, table_counts
+from tests.helpers import MCP_TOOLS, Clients, Postgres, start_stack, table_counts
 
 API = "/api/v1"
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -372,18 +372,6 @@ async def test_a_refused_request_does_not_register_the_default_workspace(fresh_s
 
 # -- MCP ----------------------------------------------------------------------------------------------------
 
-TOOLS = {
-    "memory_write",
-    "memory_search",
-    "memory_get",
-    "memory_update",
-    "memory_status",
-    "memory_supersede",
-    "memory_retract",
-    "memory_delete",
-    "memory_history",
-}
-
 
 def crash_text(tool: str) -> str:
     return f"Error executing tool {tool}"
@@ -412,8 +400,8 @@ def mcp_url(stack: Stack, workspace: str | None = None) -> str:
 async def test_mcp_lists_exactly_the_five_tools_each_with_a_real_description(hash_stack: Stack) -> None:
     async with Client(mcp_url(hash_stack)) as client:
         tools = (await client.list_tools()).tools
-    assert {tool.name for tool in tools} == TOOLS
-    assert len(tools) == len(TOOLS)
+    assert {tool.name for tool in tools} == MCP_TOOLS
+    assert len(tools) == len(MCP_TOOLS)
     for tool in tools:
         assert tool.description and len(tool.description) > 80, tool.name
         assert "properties" in tool.input_schema, tool.name
@@ -557,4 +545,4 @@ async def test_undecodable_mcp_requests_get_a_json_rpc_error_and_write_nothing(
         content=b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}',
         headers=MCP_HEADERS,
     )
-    assert listed.status_code == 200 and {t["name"] for t in listed.json()["result"]["tools"]} == TOOLS
+    assert listed.status_code == 200 and {t["name"] for t in listed.json()["result"]["tools"]} == MCP_TOOLS

@@ -17,7 +17,7 @@ import pytest
 from mcp.client.client import Client
 
 from mnemo_cli.stack import Stack
-from tests.helpers import Clients, table_counts
+from tests.helpers import MCP_TOOLS, Clients, table_counts
 
 API = "/api/v1"
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
@@ -25,7 +25,6 @@ LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/roo
 MISSING = str(uuid.UUID(int=7))
 LABEL = re.compile(r"^\[(\w+) · ([\w ]+) (\w+) · (\d{4}-\d{2}-\d{2})\]$")
 CORRECTION_TOOLS = {"memory_supersede", "memory_retract", "memory_delete", "memory_history"}
-ALL_TOOLS = {"memory_write", "memory_search", "memory_get", "memory_update", "memory_status"} | CORRECTION_TOOLS
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
@@ -114,7 +113,7 @@ async def test_mcp_offers_the_correction_tools_and_none_reserved_for_humans(
     ws = (await hash_clients.workspace()).id
     async with Client(mcp_url(hash_stack, ws)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == ALL_TOOLS
+        assert set(tools) == MCP_TOOLS
         for name in CORRECTION_TOOLS:
             assert tools[name].description and len(tools[name].description) > 80, name
         assert "reason" in tools["memory_retract"].input_schema["required"]

@@ -21,7 +21,9 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_harvest.summarize import PROMPT_VERSION
 from tests.harvest.agents import ClaudeSession, conversation
+from tests.harvest.fake_llm import fake_llm
 from tests.helpers import Clients, Postgres, ids, start_stack
 
 
@@ -55,6 +57,11 @@ class Harvest:
             )
         )
         return list(listed.memories)
+
+    async def session_in(self, workspace: str) -> common_pb2.Memory:
+        """The workspace's only session memory, with its content."""
+        (listed,) = await self.sessions_in(workspace)
+        return (await self.clients.search.GetMemory(spb.GetMemoryRequest(workspace=workspace, id=listed.id))).memory
 
     async def close(self) -> None:
         await self._channel.close()
@@ -301,3 +308,68 @@ async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Har
     assert json.loads(raw)["session_id"] == session.session_id
     for secret in PLANTED.values():
         assert secret not in raw
+
+
+async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Postgres, tmp_path: Path) -> None:
+    with fake_llm() as llm:
+        llm.fail_status = 503
+        h = await _start(
+            postgres,
+            tmp_path,
+            MNEMO_SUMMARIZER_URL=llm.url,
+            MNEMO_SUMMARIZER_MODEL="fake-summarizer",
+            MNEMO_SUMMARIZER_API_KEY="fake-llm-key",
+        )
+        try:
+            (ws,) = await _register(h, "/work/eta")
+            session = conversation(h.projects, "/work/eta", "murre").write()
+            first = await h.outcome(session.session_id)
+            assert first.outcome == "harvested" and "summary failed" in first.detail
+            memory = await h.session_in(ws)
+            assert memory.provenance == common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT
+            assert "- tool: Bash: grep -rn murre jobs/" in memory.content
+            conn = await asyncpg.connect(h.stack.dsn)
+            try:
+                source = "SELECT state, final, detail FROM harvest_sources WHERE session_id = $1"
+                row = await conn.fetchrow(source, session.session_id)
+                assert (row["state"], row["final"]) == ("harvested", False) and "HTTPStatusError" in row["detail"]
+                # The summarizer was asked with the model, the key and the transcript.
+                asked = llm.requests[-1]
+                assert asked["path"] == "/v1/chat/completions" and asked["auth"] == "Bearer fake-llm-key"
+                assert asked["body"]["model"] == "fake-summarizer"
+                assert "murre scheduler" in asked["body"]["messages"][-1]["content"]
+
+                # The file has not changed, but the next run retries the summary: a new version.
+                llm.fail_status = None
+                llm.reply = "The murre job collided with the backup.\nDECISION: run murre after the backup window."
+                second = await h.outcome(session.session_id)
+                assert second.outcome == "new_version" and second.memory_id == first.memory_id
+                memory = await h.session_in(ws)
+                assert memory.version == 2 and memory.provenance == common_pb2.PROVENANCE_HARVESTED_SUMMARY
+                assert "collided with the backup" in memory.content and "- tool: Bash" not in memory.content
+                row = await conn.fetchrow(source, session.session_id)
+                assert (row["state"], row["final"]) == ("harvested", True)
+                derivations = await conn.fetch(
+                    "SELECT summarizer, prompt_version FROM derivations WHERE memory_id = $1 ORDER BY id",
+                    uuid.UUID(first.memory_id),
+                )
+                assert [(d["summarizer"], d["prompt_version"]) for d in derivations] == [
+                    ("transcript", ""),
+                    ("fake-summarizer", PROMPT_VERSION),
+                ]
+            finally:
+                await conn.close()
+            # The summary's own DECISION line is a candidate too.
+            decisions = await h.clients.search.ListMemories(
+                spb.ListMemoriesRequest(
+                    workspace=ws, filter=common_pb2.MemoryFilter(kinds=[common_pb2.MEMORY_KIND_DECISION])
+                )
+            )
+            assert any("after the backup window" in m.title for m in decisions.memories)
+            # Now final: the summarizer is not asked again for an unchanged session.
+            asked = len(llm.requests)
+            assert (await h.outcome(session.session_id)).outcome == "unchanged"
+            assert len(llm.requests) == asked
+        finally:
+            await h.close()
+            await h.stack.stop()

@@ -26,7 +26,16 @@ from mnemo_redact import (
     redact_command_output,
     redact_json,
 )
-from mnemo_redact.corpus import BENIGN, B64URL, Planted, _chars, fake_pem, image_line, planted_secrets, planted_transcript
+from mnemo_redact.corpus import (
+    B64URL,
+    BENIGN,
+    Planted,
+    _chars,
+    fake_pem,
+    image_line,
+    planted_secrets,
+    planted_transcript,
+)
 from mnemo_redact.detectors import KIND_BY_TYPE, MIN_VALUE_LENGTH, TRIGGERS, candidate_segments
 from mnemo_redact.model import digest
 from mnemo_redact.patterns import rule_spans
@@ -73,7 +82,7 @@ def _finding_covering(result_findings: tuple[Finding, ...], text: str, secret: s
 
 
 def test_the_planted_corpus_covers_every_promised_kind() -> None:
-    assert PROMISED_KINDS <= {p.kind for p in PLANTED}
+    assert {p.kind for p in PLANTED} >= PROMISED_KINDS
 
 
 @pytest.mark.parametrize("planted", PLANTED, ids=lambda p: p.label)
@@ -256,7 +265,11 @@ def _flagged_by(plugin: str, line: str) -> bool:
 
 def _triggered_plugins(text: str, line_start: int, line_end: int) -> set[str]:
     return {
-        name for names, segments in candidate_segments(text).items() for s, e in segments if s <= line_start and e >= line_end for name in names
+        name
+        for names, segments in candidate_segments(text).items()
+        for s, e in segments
+        if s <= line_start and e >= line_end
+        for name in names
     }
 
 

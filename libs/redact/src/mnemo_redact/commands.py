@@ -11,13 +11,56 @@ from mnemo_redact.model import MARKER_RE, Finding, Redaction, digest, marker
 from mnemo_redact.patterns import is_secret_key_name
 
 ENVIRONMENT_DUMP = "environment-dump"
-SECRET_FILE = "secret-file"
+SECRET_FILE = "secret-file"  # noqa: S105 (a kind name, not a password)
 
 # Programs that print the files named in their arguments (or on stdin).
 _READERS = frozenset(
-    "cat bat batcat less more most head tail nl tac strings xxd od hexdump base64 jq yq grep egrep fgrep rg ag "
-    "ack sed awk gawk mawk cut sort uniq column fold fmt pr paste iconv tee diff view get-content gc type "
-    "openssl dd".split()
+    [
+        "cat",
+        "bat",
+        "batcat",
+        "less",
+        "more",
+        "most",
+        "head",
+        "tail",
+        "nl",
+        "tac",
+        "strings",
+        "xxd",
+        "od",
+        "hexdump",
+        "base64",
+        "jq",
+        "yq",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "ag",
+        "ack",
+        "sed",
+        "awk",
+        "gawk",
+        "mawk",
+        "cut",
+        "sort",
+        "uniq",
+        "column",
+        "fold",
+        "fmt",
+        "pr",
+        "paste",
+        "iconv",
+        "tee",
+        "diff",
+        "view",
+        "get-content",
+        "gc",
+        "type",
+        "openssl",
+        "dd",
+    ]
 )
 # Programs that run the rest of their arguments as a command, with their flags that take a
 # value (`sudo -u root`, `nice -n 10`, `xargs -I {}`).
@@ -41,8 +84,10 @@ _WRAPPERS: dict[str, frozenset[str]] = {
         "xargs": "-I -L -n -P -d -a -E -s",
     }.items()
 }
-_SHELLS = frozenset("sh bash zsh dash ksh fish busybox".split())
-_TEMPLATE_SUFFIXES = frozenset("example sample template dist defaults default schema tmpl tpl skel".split())
+_SHELLS = frozenset(["sh", "bash", "zsh", "dash", "ksh", "fish", "busybox"])
+_TEMPLATE_SUFFIXES = frozenset(
+    ["example", "sample", "template", "dist", "defaults", "default", "schema", "tmpl", "tpl", "skel"]
+)
 _SECRET_NAMES = frozenset(
     {
         ".npmrc",
@@ -137,7 +182,7 @@ def _tokens(command: str) -> list[str]:
 
 _SEPARATOR = re.compile(r"^[|&;()]+$")
 _REDIRECT = re.compile(r"^\d*(?:>>?|>&|&>>?|<>?|<<<?|<&)$")
-_LEADING_KEYWORDS = frozenset("! { } if then else elif do while until $ time".split())
+_LEADING_KEYWORDS = frozenset(["!", "{", "}", "if", "then", "else", "elif", "do", "while", "until", "$", "time"])
 
 
 def _simple_commands(command: str) -> tuple[list[list[str]], list[str]]:
@@ -293,9 +338,13 @@ def _argv_kind(argv: list[str], depth: int = 0) -> str | None:
         return _remote_kind(args, depth)
     if name in ("docker", "podman", "nerdctl", "kubectl", "oc", "docker-compose") and "exec" in args[:2]:
         return _exec_kind(args, depth)
-    if name == "git" and args and args[0] in ("show", "diff", "cat-file", "blame", "log"):
-        if any(secret_path_kind(a.rsplit(":", 1)[-1]) for a in args[1:] if not a.startswith("-")):
-            return SECRET_FILE
+    if (
+        name == "git"
+        and args
+        and args[0] in ("show", "diff", "cat-file", "blame", "log")
+        and any(secret_path_kind(a.rsplit(":", 1)[-1]) for a in args[1:] if not a.startswith("-"))
+    ):
+        return SECRET_FILE
     if name in _READERS:
         kinds = [secret_path_kind(a) for a in args if not a.startswith("-")]
         for kind in kinds:

@@ -166,13 +166,15 @@ def _generators() -> list[tuple[str, str, Callable[[random.Random], str], Callab
         (
             "slack-webhook",
             "slack-webhook-url",
-            lambda r: "https://hooks.slack.com/services/T"
-            + _chars(r, string.ascii_uppercase + string.digits, 8)
-            + "/B"
-            + _chars(r, string.ascii_uppercase + string.digits, 8)
-            + "/"
-            + _chars(r, ALNUM, 24),
-            lambda s: f"notify() {{ curl -X POST -d '{{\"text\":\"done\"}}' {s}; }}",
+            lambda r: (
+                "https://hooks.slack.com/services/T"
+                + _chars(r, string.ascii_uppercase + string.digits, 8)
+                + "/B"
+                + _chars(r, string.ascii_uppercase + string.digits, 8)
+                + "/"
+                + _chars(r, ALNUM, 24)
+            ),
+            lambda s: f'notify() {{ curl -X POST -d \'{{"text":"done"}}\' {s}; }}',
         ),
         (
             "google-api-key",
@@ -337,8 +339,12 @@ def _generators() -> list[tuple[str, str, Callable[[random.Random], str], Callab
 
 def planted_secrets(seed: int = 0) -> list[Planted]:
     """One fake secret per generator (every kind, several contexts), each in its own text."""
-    rng = random.Random(seed)
-    return [Planted(kind, secret, embed(secret), label) for kind, label, make, embed in _generators() for secret in [make(rng)]]
+    rng = random.Random(seed)  # noqa: S311 (reproducible fakes, not keys)
+    return [
+        Planted(kind, secret, embed(secret), label)
+        for kind, label, make, embed in _generators()
+        for secret in [make(rng)]
+    ]
 
 
 # Text that must come out of redaction unchanged: prose and code that talk about secrets, ids
@@ -348,7 +354,10 @@ BENIGN: tuple[tuple[str, str], ...] = (
     ("kebab-case-words", "See docs/task-management-system-overview-2024.md and the risk-assessment-framework."),
     ("git-sha", "commit 3f6c2a9e1b7d4c8a0e5f2b6d9c1a7e3f4b8d0c2a\nMerge: 9b1d3c5 e7f2a48"),
     ("uuid", "request_id=5b0f2c6e-8d1a-4e3b-9f7c-2a6d1e8b4c0f status=200 duration_ms=12"),
-    ("sha256-digest", "image: ghcr.io/acme/app@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
+    (
+        "sha256-digest",
+        "image: ghcr.io/acme/app@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    ),
     ("password-as-a-word", "The password reset flow sends a token by email; the token expires after an hour."),
     ("token-identifiers", "tokens = tokenizer(text, max_tokens=4096)\nprint(len(tokens), 'tokens used')"),
     ("type-hints", "def authenticate(token: str, password: str | None = None) -> User:"),
@@ -359,7 +368,10 @@ BENIGN: tuple[tuple[str, str], ...] = (
     ("bearer-f-string", 'headers = {"Authorization": f"Bearer {token}"}'),
     ("dsn-placeholder", "DATABASE_URL=postgres://app:${DB_PASSWORD}@localhost:5432/app"),
     ("urls-without-credentials", "https://github.com/acme/app/pull/42 git@github.com:acme/app.git ssh://git@host:22/r"),
-    ("aws-documentation-keys", "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    (
+        "aws-documentation-keys",
+        "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
     (
         "env-template",
         "OPENAI_API_KEY=your-api-key-here\nDB_PASSWORD=changeme\nGITHUB_TOKEN=\nSTRIPE_KEY=<your-stripe-key>\n"
@@ -368,7 +380,10 @@ BENIGN: tuple[tuple[str, str], ...] = (
     ("tokenizer-config", '{"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "[UNK]", "model_max_length": 512}'),
     ("fetch-credentials", "fetch(url, { credentials: 'include', method: 'POST' })"),
     ("ssh-public-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG4rT3vTt99Ox5kndS4HmgTrKBT8SKzhK4rhGkEVGlCI dev@laptop"),
-    ("pem-public-key", "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----"),
+    (
+        "pem-public-key",
+        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----",
+    ),
     ("pytest-output", "tests/test_auth.py::test_token_refresh PASSED                            [ 42%]"),
     ("traceback", '  File "/app/auth/tokens.py", line 88, in refresh_access_token\n    raise TokenExpired(token_id)'),
     ("existing-markers", "API_KEY=[REDACTED:openai-key] and postgres://u:[REDACTED:url-credentials]@db/app"),
@@ -379,7 +394,10 @@ BENIGN: tuple[tuple[str, str], ...] = (
     ("password-policy", "PASSWORD_MIN_LENGTH=12\nTOKEN_TTL_SECONDS=3600\nAUTH_PROVIDER=github"),
     ("token-counts", "Total tokens: 12345 (input 10000, output 2345)"),
     ("authorization-prose", "Set the Authorization header to a bearer token from the login response."),
-    ("login-with-token-stdin", "gh auth login --with-token < token.txt && docker login --password-stdin -u dev ghcr.io"),
+    (
+        "login-with-token-stdin",
+        "gh auth login --with-token < token.txt && docker login --password-stdin -u dev ghcr.io",
+    ),
     ("generated-token-in-code", "token = secrets.token_urlsafe(32)\nkey = Fernet.generate_key()"),
     ("email-and-port", "contact: dev@example.com, http://localhost:8080/api/v1/users?page=2"),
 )
@@ -436,7 +454,7 @@ def image_line(rng: random.Random, size: int = 20_000) -> str:
 
 def planted_transcript(size: int = 1_000_000, secrets: int = 20, seed: int = 0) -> tuple[str, list[Planted]]:
     """About `size` characters of transcript with `secrets` planted texts (of spread-out kinds) in it."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 (reproducible fakes, not keys)
     pool = planted_secrets(seed)
     planted = [pool[i * len(pool) // secrets] for i in range(secrets)] if secrets <= len(pool) else pool
     lines: list[str] = []

@@ -144,11 +144,12 @@ def _value_spans(segment: str, value: str) -> Iterator[tuple[int, int]]:
 def _keyword_value_is_secret(value: str) -> bool:
     """KeywordDetector takes any string after `secret…=`, `private_key…:`; keep the plausible ones.
 
-    The regex pack already takes quoted values of exact secret keys, so this judges odd keys
-    (`SECRET_FILE = "secret-file"`, `sign_fn: "CustomPrivateKeySign"`): a random-looking value,
-    or a passphrase with spaces. Backticks mean Markdown prose (`DB_PASSWORD`, `apiKey`).
+    The regex pack already takes quoted values (passphrases too) of exact secret keys, so this
+    judges odd keys (`SECRET_FILE = "secret-file"`, `secret_type = 'JSON Web Token'`,
+    `sign_fn: "CustomPrivateKeySign"`): only a random-looking value counts. Backticks mean
+    Markdown prose (`DB_PASSWORD`, `apiKey`).
     """
-    return "`" not in value and (looks_random(value) or " " in value.strip())
+    return "`" not in value and looks_random(value)
 
 
 def _kind(secret_type: str, value: str) -> str:

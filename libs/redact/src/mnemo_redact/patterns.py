@@ -118,6 +118,8 @@ _PLACEHOLDER = re.compile(
       | (?-i:.*EXAMPLE.*)
       | .*<[^<>\s]*>.* | \[[A-Za-z0-9_ ]+\] | \|[^|]+\| | __\w+__      # tokenizer specials: </s>, [MASK], <|eot|>
       | \#[0-9a-f]{3,8}                                          # a colour
+      | .*\*{3,}.* | .*%[sdr].* | .*\{\}.* | pwd                   # masked (`hf_***`), format strings
+      | (?:my|the)[-_]?(?:pass(?:word)?|secret|token|key)\w*
     )$"""
 )
 # A bare reference to other code (`os.environ["X"]`, `self.token`, `get_key()`), not a literal.
@@ -125,14 +127,18 @@ _CODE = re.compile(r"^(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|.*[()\[\]{}].*)$")
 # Lower-case dotted or slashed paths: a file that holds a secret, not the secret itself.
 _PATH = re.compile(r"^(?:~|\.{1,2})?/(?:[a-z0-9._-]+/)*[a-z0-9._-]+/?$|^(?:~|\.{1,2})/.*$")
 # Identifiers, not passwords: `send_message`, `TILE_GLOBAL`, `OAuthFlowClientCredentials`.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SNAKE_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+|[A-Z]+(?:_[A-Z]+)*")
-_CAMEL_WORDS = re.compile(r"(?:[A-Z][a-z]+|[A-Z]+(?=[A-Z][a-z]|$)|[a-z]+)+")
+# Words of two or more lower-case letters, capitalised or not, and acronyms before a word.
+_CAMEL_WORDS = re.compile(r"(?:[A-Z]+(?=[A-Z][a-z]{2})|[A-Z]{2,}$|[A-Z]?[a-z]{2,})+")
 _SYMBOLS = frozenset("!@#%^&*+=~?")
 
 
 def is_placeholder(value: str) -> bool:
     """`is_placeholder` is true for empty values, references like `${VAR}` and stand-ins like `<token>`."""
-    return not value.strip() or _PLACEHOLDER.match(value.strip()) is not None
+    value = value.strip()
+    # Few distinct characters (`ACxxxxxxxxxxxxxxxx`, `aaaaaaaaaaaa`) is a pattern, not a key.
+    return not value or _PLACEHOLDER.match(value) is not None or (len(value) >= 12 and len(set(value)) <= 3)
 
 
 def looks_random(value: str) -> bool:
@@ -215,7 +221,7 @@ _SECRET_KEY = re.compile(
     )$"""
 )
 _ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_PUBLIC_KEY = re.compile(r"(?i)(?:public|publishable|pub)[_-]?key$")
+_PUBLIC_KEY = re.compile(r"(?i)(?:public|publishable|pub)[_-]?key(?:[_-]?token)?$")
 
 
 def is_secret_key_name(key: str, env_style: bool) -> bool:
@@ -228,29 +234,40 @@ def is_secret_key_name(key: str, env_style: bool) -> bool:
     return env_style and key.endswith("_KEY")
 
 
-def _names_its_key(match: re.Match[str], text: str, value: str) -> bool:
-    """True when the value repeats the end of its key (`"tiktoken": "tiktoken"`)."""
-    key_end = match.end("kw")
-    key = text[_key_start(text, key_end) : key_end].lower().replace("_", "").replace("-", "")
-    return key.endswith(value.lower().replace("_", "").replace("-", ""))
+def _normal(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def _value_span(match: re.Match[str], text: str, *, strict: bool) -> tuple[int, int] | None:
+def _names_its_key(key: str, word: str, value: str) -> bool:
+    """True when the value only names its key (`"tiktoken": "tiktoken"`, `api_key="fal-ai-api-key"`,
+    `'pass': 'bandpass'`): a value without digits that contains the key's last word, or that
+    the key contains."""
+    if any(c.isdigit() for c in value):
+        return False
+    normal = _normal(value)
+    return bool(normal) and (_normal(word) in normal or normal in _normal(key))
+
+
+def _value_span(match: re.Match[str], text: str, *, key: str, strict: bool) -> tuple[int, int] | None:
     """The span of an assignment's value when it is plausibly a literal secret.
 
     `strict` (code, YAML, flags) demands a random-looking unquoted value; environment lines
     (`API_KEY=…`) are taken as they are, because there every value is a literal.
     """
+    word = match.group("kw") if "kw" in match.re.groupindex else key
     if match.start("qv") >= 0:
         start, end = match.span("qv")
         value = text[start:end]
-        # A quoted value with spaces is prose or a passphrase; detect-secrets' KeywordDetector
-        # judges those (it flags them), so the regex layer stays out of UI strings.
-        if len(value) < 4 or is_placeholder(value) or any(c.isspace() for c in value) or _PATH.match(value):
+        if len(value) < 4 or is_placeholder(value) or _PATH.match(value) or _SNAKE_NAME.fullmatch(value):
             return None
-        if _SNAKE_NAME.fullmatch(value) or _names_its_key(match, text, value):
-            # `_SEND_MESSAGE_TOKEN = "send_message"`, `apiKey = "apiKey"`: names, not passwords.
+        if strict and _names_its_key(key, word, value):
             return None
+        if match.group("q") == "`" and _CODE.match(value):
+            return None  # Markdown code: `get_token()`
+        if any(c.isspace() for c in value) and (value != value.strip() or len(value.split()) < 2):
+            return None  # `"class "`, `' + access_key + '`: code, not a passphrase
+        # A quoted value with spaces is a passphrase only under an exact secret key (the caller
+        # checked the key); UI strings such as "Enter your password" are the accepted cost.
         return start, end
     start, end = match.span("uv")
     value = text[start:end]
@@ -259,6 +276,10 @@ def _value_span(match: re.Match[str], text: str, *, strict: bool) -> tuple[int, 
         end -= len(value) - len(trimmed)
         if _CODE.match(trimmed) or _PATH.match(trimmed) or not looks_random(trimmed):
             return None
+        if _names_its_key(key, word, trimmed) or (_IDENTIFIER.fullmatch(trimmed) and _normal(word) in _normal(trimmed)):
+            return None  # `entity_mask2_token=entity_mask2_token`
+        if re.match(r"[ \t]+(?:\||=[^=])", text[end : end + 3]):
+            return None  # a type annotation: `private_key: Ed25519PrivateKey | None = None`
     elif "(" in value:
         return None
     # An environment value keeps its trailing punctuation (it may be part of the secret), but
@@ -292,7 +313,7 @@ def _locate_assignment(match: re.Match[str], text: str) -> tuple[int, int] | Non
     env_style = sep == "=" and _ENV_KEY.match(key) is not None
     if not is_secret_key_name(key, env_style):
         return None
-    found = _value_span(match, text, strict=not env_style)
+    found = _value_span(match, text, key=key, strict=not env_style)
     if found and start and text[start - 1] in "?&":
         # A query parameter (`?access_token=…&page=2`): the value ends at the next parameter.
         cut = re.search(r"[&#]", text[found[0] : found[1]])
@@ -314,7 +335,7 @@ def _locate_flag(match: re.Match[str], text: str) -> tuple[int, int] | None:
         return None
     if not is_secret_key_name(flag.lstrip("-"), env_style=False):
         return None
-    return _value_span(match, text, strict=True)
+    return _value_span(match, text, key=flag.lstrip("-"), strict=True)
 
 
 # `.netrc`: `machine h login u password p`, on one line or spread over several.
@@ -349,7 +370,9 @@ def _auth_header_rule(kind: str, basic: bool) -> Rule:
         if (scheme == "basic") != basic:
             return None
         value = text[match.start("v") : match.end("v")]
-        if is_placeholder(value) or not (scheme or looks_random(value)):
+        # Without a scheme only a long random value is a credential (`Authorization: auth_header`
+        # in code is not).
+        if is_placeholder(value) or not (scheme or (len(value) >= 16 and looks_random(value))):
             return None
         return match.span("v")
 
@@ -396,11 +419,12 @@ RULES: tuple[Rule, ...] = (
         "private-key",
         # Bounded, and never across a NUL: `redact_json` joins its strings with one.
         re.compile(
-            r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----[^\x00]{0,20000}?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+            r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?=\s|\\n)[^\x00]{0,20000}?"
+            r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
         ),
         _group(),
     ),
-    Rule("private-key", re.compile(rf"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:{_B64_LINE})*"), _group()),
+    Rule("private-key", re.compile(rf"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:{_B64_LINE})+"), _group()),
     Rule("private-key", re.compile(r"Private-Lines:[ \t]*\d+(?:\r?\n[A-Za-z0-9+/=]{4,})+"), _group()),
     _token("anthropic-key", r"sk-ant-[A-Za-z0-9_-]{20,}"),
     _token("openrouter-key", r"sk-or-[A-Za-z0-9_-]{20,}"),
@@ -431,7 +455,9 @@ RULES: tuple[Rule, ...] = (
         bounded=True,
     ),
     Rule(
-        "slack-webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/]+"), _group()
+        "slack-webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/]+"),
+        _group(),
     ),
     _token("slack-token", r"xox[abposre]-[A-Za-z0-9-]{10,}", lambda s: any(c.isdigit() for c in s)),
     _token("slack-token", r"xapp-\d-[A-Za-z0-9-]{10,}"),

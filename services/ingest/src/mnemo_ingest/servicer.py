@@ -168,6 +168,13 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                         chunks,
                         draft.redactions,
                     )
+                    # A re-derivation may change how the text was made (a transcript becomes a
+                    # summary once the summarizer answers); trust follows the current text.
+                    await conn.execute(
+                        "UPDATE memories SET provenance = $2 WHERE id = $1 AND provenance <> $2",
+                        row["id"],
+                        draft.provenance,
+                    )
                     outcome = pb.WRITE_OUTCOME_NEW_VERSION
                 await self._record_derivation(conn, ws, draft, row["id"])
                 return pb.WriteMemoryResponse(memory=await self._fetch(conn, row["id"]), outcome=outcome)
