@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -151,3 +155,32 @@ MCP_TOOLS = frozenset(
         "memory_harvest_status",
     }
 )
+
+
+MNEMO = str(Path(sys.executable).parent / "mnemo")
+
+
+async def mnemo(stack: Stack, *args: str, stdin: str | None = None, cwd: str | None = None) -> tuple[int, str, str]:
+    """Runs the `mnemo` CLI against the stack's gateway: (exit code, stdout, stderr)."""
+    # An asyncio subprocess: the stack under test runs on this same event loop.
+    process = await asyncio.create_subprocess_exec(
+        MNEMO,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MNEMO_URL": stack.base_url},
+        cwd=cwd,
+    )
+    out, err = await process.communicate(stdin.encode() if stdin is not None else None)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+def mcp_url(stack: Stack, workspace: str | None = None) -> str:
+    return f"{stack.base_url}/mcp" + (f"?workspace={workspace}" if workspace else "")
+
+
+def tool_json(result: Any) -> Any:
+    """A successful MCP tool result's JSON payload (fails the test, showing the error, otherwise)."""
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)

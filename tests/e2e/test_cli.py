@@ -5,27 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 
 from mnemo_cli.stack import Stack
-
-MNEMO = str(Path(sys.executable).parent / "mnemo")
-
-
-async def mnemo(stack: Stack, *args: str, stdin: str | None = None, cwd: str | None = None) -> tuple[int, str, str]:
-    # An asyncio subprocess: the stack under test runs on this same event loop.
-    process = await asyncio.create_subprocess_exec(
-        MNEMO,
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MNEMO_URL": stack.base_url},
-        cwd=cwd,
-    )
-    out, err = await process.communicate(stdin.encode() if stdin is not None else None)
-    return process.returncode or 0, out.decode(), err.decode()
+from tests.helpers import MNEMO, mnemo
 
 
 async def test_the_cli_round_trip(hash_stack: Stack, tmp_path: Path) -> None:

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import sys
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -18,24 +15,9 @@ import httpx
 
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
-from tests.helpers import Clients, Postgres, start_stack, table_counts
+from tests.helpers import Clients, Postgres, mnemo, start_stack, table_counts
 
-MNEMO = str(Path(sys.executable).parent / "mnemo")
 MISSING = str(uuid.UUID(int=9))
-
-
-async def mnemo(stack: Stack, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    # An asyncio subprocess: the stack under test runs on this same event loop.
-    process = await asyncio.create_subprocess_exec(
-        MNEMO,
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MNEMO_URL": stack.base_url},
-    )
-    out, err = await process.communicate(stdin.encode() if stdin is not None else None)
-    return process.returncode or 0, out.decode(), err.decode()
 
 
 async def ok(stack: Stack, *args: str, stdin: str | None = None) -> str:

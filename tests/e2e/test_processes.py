@@ -32,7 +32,7 @@ from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo_embed import HashEmbedder
 from tests.harvest.agents import conversation
-from tests.helpers import Clients, Postgres, start_stack
+from tests.helpers import Clients, Postgres, start_stack, tool_json
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 GRACE_S = 2.0
@@ -288,11 +288,6 @@ class LineReader:
     async def close(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(self._task, timeout=10)
-
-
-def tool_json(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
 
 
 def postgres_processes(pgdata: Path) -> list[psutil.Process]:

@@ -16,7 +16,7 @@ from mcp.client.client import Client
 
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
-from tests.helpers import MCP_TOOLS, Clients, Postgres, start_stack, table_counts
+from tests.helpers import MCP_TOOLS, Clients, Postgres, mcp_url, start_stack, table_counts, tool_json
 
 API = "/api/v1"
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -386,15 +386,6 @@ def assert_tool_error(result: Any, tool: str, fragment: str) -> str:
     assert fragment in text, text
     assert not LEAKS.search(text), text
     return text
-
-
-def tool_json(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
-
-
-def mcp_url(stack: Stack, workspace: str | None = None) -> str:
-    return f"{stack.base_url}/mcp" + (f"?workspace={workspace}" if workspace else "")
 
 
 async def test_mcp_lists_exactly_the_five_tools_each_with_a_real_description(hash_stack: Stack) -> None:

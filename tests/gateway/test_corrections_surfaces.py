@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +16,7 @@ import pytest
 from mcp.client.client import Client
 
 from mnemo_cli.stack import Stack
-from tests.helpers import MCP_TOOLS, Clients, table_counts
+from tests.helpers import MCP_TOOLS, Clients, mcp_url, table_counts, tool_json
 
 API = "/api/v1"
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
@@ -71,15 +70,6 @@ def assert_tool_error(result: Any, tool: str, *fragments: str) -> str:
         assert fragment in text, text
     assert not LEAKS.search(text), text
     return text
-
-
-def tool_json(result: Any) -> Any:
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
-
-
-def mcp_url(stack: Stack, workspace: str) -> str:
-    return f"{stack.base_url}/mcp?workspace={workspace}"
 
 
 def ids(results: list[dict[str, Any]]) -> list[str]:

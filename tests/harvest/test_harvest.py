@@ -4,107 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import string
+import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import grpc
-import pytest
 import zstandard
 
 from mnemo.common.v1 import common_pb2
 from mnemo.harvest.v1 import harvest_service_pb2 as hpb
-from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
-from mnemo_cli.stack import Stack
-from mnemo_embed import HashEmbedder
 from mnemo_harvest.summarize import PROMPT_VERSION
 from tests.harvest.agents import ClaudeSession, conversation
 from tests.harvest.fake_llm import fake_llm
-from tests.helpers import Clients, Postgres, ids, start_stack
-
-
-class Harvest:
-    """A stack whose harvest service reads a fake Claude Code home, with clients to drive it."""
-
-    def __init__(self, stack: Stack, home: Path) -> None:
-        self.stack = stack
-        self.home = home
-        self.clients = Clients(stack)
-        self._channel = grpc.aio.insecure_channel(stack.harvest.target)
-        self.harvest = hgrpc.HarvestServiceStub(self._channel)
-
-    @property
-    def projects(self) -> Path:
-        return self.home / "projects"
-
-    async def run(self, ignore_idle: bool = False) -> list[hpb.RunProgress]:
-        return [p async for p in self.harvest.Run(hpb.RunRequest(ignore_idle=ignore_idle))]
-
-    async def outcome(self, session_id: str, ignore_idle: bool = False) -> hpb.RunProgress:
-        for progress in await self.run(ignore_idle):
-            if progress.session_id == session_id:
-                return progress
-        raise AssertionError(f"session {session_id} was not seen by the run")
-
-    async def sessions_in(self, workspace: str) -> list[common_pb2.Memory]:
-        listed = await self.clients.search.ListMemories(
-            spb.ListMemoriesRequest(
-                workspace=workspace, filter=common_pb2.MemoryFilter(kinds=[common_pb2.MEMORY_KIND_SESSION])
-            )
-        )
-        return list(listed.memories)
-
-    async def session_in(self, workspace: str) -> common_pb2.Memory:
-        """The workspace's only session memory, with its content."""
-        (listed,) = await self.sessions_in(workspace)
-        return (await self.clients.search.GetMemory(spb.GetMemoryRequest(workspace=workspace, id=listed.id))).memory
-
-    async def close(self) -> None:
-        await self._channel.close()
-        await self.clients.close()
-
-
-async def _start(postgres: Postgres, tmp: Path, **env: str) -> Harvest:
-    home = tmp / "claude"
-    (home / "projects").mkdir(parents=True, exist_ok=True)
-    stack = await start_stack(
-        await postgres.create_database("harvest"),
-        HashEmbedder(64),
-        MNEMO_HARVEST_AGENTS="claude-code",
-        MNEMO_HARVEST_CLAUDE_DIR=str(home / "projects"),
-        MNEMO_HARVEST_IDLE_S="600",
-        MNEMO_HARVEST_INTERVAL_S="3600",
-        MNEMO_DATA_DIR=str(tmp / "data"),
-        **env,
-    )
-    harvest = Harvest(stack, home)
-    # The poller's first tick starts with the stack; wait it out (runs are serialised), so the
-    # tests' own runs see the sessions they write.
-    await harvest.run()
-    return harvest
-
-
-@pytest.fixture
-async def harvest(postgres: Postgres, tmp_path: Path) -> AsyncIterator[Harvest]:
-    h = await _start(postgres, tmp_path)
-    yield h
-    await h.close()
-    await h.stack.stop()
-
-
-async def _register(h: Harvest, *roots: str) -> list[str]:
-    out = []
-    for root in roots:
-        out.append((await h.clients.ingest.AddWorkspace(ipb.AddWorkspaceRequest(root_path=root))).workspace.id)
-    return out
+from tests.harvest.harness import Harvest, register, source_row, start_harvest
+from tests.helpers import Postgres, ids
 
 
 async def test_sessions_land_in_their_own_workspace_and_nowhere_else(harvest: Harvest) -> None:
-    alpha, beta = await _register(harvest, "/work/alpha", "/work/beta")
+    alpha, beta = await register(harvest, "/work/alpha", "/work/beta")
     a = conversation(harvest.projects, "/work/alpha/services/api", "walrus").write()
     b = conversation(harvest.projects, "/work/beta", "narwhal").write()
     outcomes = {p.session_id: p.outcome for p in await harvest.run() if not p.done}
@@ -129,7 +51,7 @@ async def test_sessions_land_in_their_own_workspace_and_nowhere_else(harvest: Ha
 
 
 async def test_decision_and_lesson_lines_become_candidates_linked_to_the_session(harvest: Harvest) -> None:
-    (ws,) = await _register(harvest, "/work/gamma")
+    (ws,) = await register(harvest, "/work/gamma")
     session = conversation(harvest.projects, "/work/gamma", "puffin").write()
     first = await harvest.outcome(session.session_id)
     listed = await harvest.clients.search.ListMemories(
@@ -158,7 +80,7 @@ async def test_decision_and_lesson_lines_become_candidates_linked_to_the_session
 
 
 async def test_a_grown_session_is_a_new_version_of_the_same_memory(harvest: Harvest) -> None:
-    (ws,) = await _register(harvest, "/work/delta")
+    (ws,) = await register(harvest, "/work/delta")
     session = conversation(harvest.projects, "/work/delta", "gannet").write()
     first = await harvest.outcome(session.session_id)
     assert first.outcome == "harvested"
@@ -175,7 +97,7 @@ async def test_a_grown_session_is_a_new_version_of_the_same_memory(harvest: Harv
 
 
 async def test_an_active_session_waits_until_it_is_idle(harvest: Harvest) -> None:
-    (ws,) = await _register(harvest, "/work/epsilon")
+    (ws,) = await register(harvest, "/work/epsilon")
     session = conversation(harvest.projects, "/work/epsilon", "skua").write(age_s=0)
     waiting = await harvest.outcome(session.session_id)
     assert waiting.outcome == "skipped" and waiting.detail == "still active"
@@ -187,9 +109,9 @@ async def test_an_active_session_waits_until_it_is_idle(harvest: Harvest) -> Non
 
 
 async def test_a_deleted_session_is_never_derived_again(postgres: Postgres, tmp_path: Path) -> None:
-    h = await _start(postgres, tmp_path)
+    h = await start_harvest(postgres, tmp_path)
     try:
-        (ws,) = await _register(h, "/work/zeta")
+        (ws,) = await register(h, "/work/zeta")
         session = conversation(h.projects, "/work/zeta", "petrel").write()
         first = await h.outcome(session.session_id)
         await h.clients.ingest.DeleteMemory(ipb.DeleteMemoryRequest(workspace=ws, id=first.memory_id, reason="noise"))
@@ -224,12 +146,12 @@ async def test_unregistered_directories_are_skipped_and_listed(harvest: Harvest)
     claude = next(a for a in status.agents if a.agent == "claude-code")
     assert claude.enabled and claude.skipped["no-workspace"] >= 1
     # Registering the project lets the next run harvest it.
-    await _register(harvest, "/work/unregistered")
+    await register(harvest, "/work/unregistered")
     assert (await harvest.outcome(session.session_id)).outcome == "harvested"
 
 
 async def test_auto_register_creates_the_workspace(postgres: Postgres, tmp_path: Path) -> None:
-    h = await _start(postgres, tmp_path, MNEMO_HARVEST_AUTO_REGISTER="true")
+    h = await start_harvest(postgres, tmp_path, MNEMO_HARVEST_AUTO_REGISTER="true")
     try:
         session = conversation(h.projects, "/work/brand-new", "eider").write()
         assert (await h.outcome(session.session_id)).outcome == "harvested"
@@ -246,7 +168,7 @@ async def test_a_worktree_maps_to_its_main_repository(harvest: Harvest, tmp_path
     worktree = tmp_path / "repo-feature"
     worktree.mkdir()
     (worktree / ".git").write_text(f"gitdir: {main}/.git/worktrees/feature\n")
-    (ws,) = await _register(harvest, str(main))
+    (ws,) = await register(harvest, str(main))
     session = conversation(harvest.projects, str(worktree), "shag").write()
     assert (await harvest.outcome(session.session_id)).outcome == "harvested"
     assert len(await harvest.sessions_in(ws)) == 1
@@ -256,14 +178,23 @@ async def test_mnemos_own_sessions_are_not_captured(harvest: Harvest, tmp_path: 
     internal = tmp_path / "scratch"
     internal.mkdir()
     (internal / ".mnemo-internal").write_text("")
-    await _register(harvest, str(internal))
+    await register(harvest, str(internal))
     own = conversation(harvest.projects, str(internal), "booby").write()
     prompt = (
         ClaudeSession(harvest.projects, "/work/elsewhere").user("[mnemo-internal] summarise").assistant("ok").write()
     )
+    scratch = tempfile.mkdtemp(prefix="mnemo-")  # how Mnemo's tests and benchmarks make their dirs
+    await register(harvest, scratch)
+    temp = conversation(harvest.projects, f"{scratch}/sub", "gadwall").write()
     outcomes = {p.session_id: (p.outcome, p.detail) for p in await harvest.run() if not p.done}
     assert outcomes[own.session_id] == ("skipped", "self-capture")
     assert outcomes[prompt.session_id] == ("skipped", "self-capture")
+    assert outcomes[temp.session_id] == ("skipped", "self-capture")
+    # Positive control: an ordinary temp directory of the same machine is harvested.
+    ordinary = tempfile.mkdtemp(prefix="project-")
+    await register(harvest, ordinary)
+    kept = conversation(harvest.projects, ordinary, "teal").write()
+    assert (await harvest.outcome(kept.session_id)).outcome == "harvested"
 
 
 PLANTED = {
@@ -278,7 +209,7 @@ PLANTED = {
 
 
 async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Harvest, tmp_path: Path) -> None:
-    await _register(harvest, "/work/secrets")
+    await register(harvest, "/work/secrets")
     session = ClaudeSession(harvest.projects, "/work/secrets").user(
         "Here is my config: " + " ".join(f"{k}={v}" for k, v in PLANTED.items())
     )
@@ -313,7 +244,7 @@ async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Har
 async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Postgres, tmp_path: Path) -> None:
     with fake_llm() as llm:
         llm.fail_status = 503
-        h = await _start(
+        h = await start_harvest(
             postgres,
             tmp_path,
             MNEMO_SUMMARIZER_URL=llm.url,
@@ -321,7 +252,7 @@ async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Po
             MNEMO_SUMMARIZER_API_KEY="fake-llm-key",
         )
         try:
-            (ws,) = await _register(h, "/work/eta")
+            (ws,) = await register(h, "/work/eta")
             session = conversation(h.projects, "/work/eta", "murre").write()
             first = await h.outcome(session.session_id)
             assert first.outcome == "harvested" and "summary failed" in first.detail
@@ -373,3 +304,104 @@ async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Po
         finally:
             await h.close()
             await h.stack.stop()
+
+
+async def test_a_new_summarizer_rederives_sessions_even_from_the_archive(postgres: Postgres, tmp_path: Path) -> None:
+    h = await start_harvest(postgres, tmp_path)
+    dsn = h.stack.dsn
+    try:
+        (ws,) = await register(h, "/work/theta")
+        kept = conversation(h.projects, "/work/theta", "razorbill").write()
+        gone = conversation(h.projects, "/work/theta", "guillemot").write()
+        assert {p.session_id: p.outcome for p in await h.run() if not p.done} == {
+            kept.session_id: "harvested",
+            gone.session_id: "harvested",
+        }
+    finally:
+        await h.close()
+        await h.stack.stop()
+    # The agent deletes one transcript (Claude Code does after 30 days); the archive still has it.
+    gone.path.unlink()
+    with fake_llm() as llm:
+        llm.reply = "A summary of the scheduling fix."
+        h = await start_harvest(
+            postgres, tmp_path, dsn=dsn, MNEMO_SUMMARIZER_URL=llm.url, MNEMO_SUMMARIZER_MODEL="fake"
+        )
+        try:
+            # The start-up tick already re-derived both with the new summarizer, once each.
+            assert len(llm.requests) == 2
+            for session_id, topic in ((kept.session_id, "razorbill"), (gone.session_id, "guillemot")):
+                row = await source_row(h, session_id)
+                assert row["state"] == "harvested" and row["derived_with"].endswith("/" + PROMPT_VERSION)
+                memory = (
+                    await h.clients.search.GetMemory(spb.GetMemoryRequest(workspace=ws, id=str(row["memory_id"])))
+                ).memory
+                assert memory.version == 2 and memory.provenance == common_pb2.PROVENANCE_HARVESTED_SUMMARY
+                assert "A summary of the scheduling fix." in memory.content and topic in memory.title
+            assert (await source_row(h, gone.session_id))["detail"].startswith("re-derived from the archive")
+            # Nothing changed since: no new version, no new request.
+            outcomes = {p.session_id: p.outcome for p in await h.run() if not p.done}
+            assert outcomes == {kept.session_id: "unchanged"} and len(llm.requests) == 2
+        finally:
+            await h.close()
+            await h.stack.stop()
+
+
+def _incompressible(h: Harvest, cwd: str, seed: int) -> ClaudeSession:
+    """A session of about 3 KB of random letters: its archived copy is about 2 KB."""
+    rng = random.Random(seed)
+    words = " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(7)) for _ in range(400))
+    return ClaudeSession(h.projects, cwd).user(f"session {seed}: {words}").assistant("Noted.").write()
+
+
+async def test_the_archive_evicts_the_oldest_copies_by_size_and_by_age(postgres: Postgres, tmp_path: Path) -> None:
+    h = await start_harvest(postgres, tmp_path, MNEMO_ARCHIVE_MAX_BYTES="5000", MNEMO_ARCHIVE_RETENTION_DAYS="30")
+    try:
+        await register(h, "/work/iota")
+        sessions = []
+        for seed in range(3):
+            sessions.append(_incompressible(h, "/work/iota", seed))
+            assert (await h.outcome(sessions[-1].session_id)).outcome == "harvested"
+        first, second, third = [await source_row(h, s.session_id) for s in sessions]
+        # By size: three copies of ~2 KB exceed 5,000 bytes, so the oldest went.
+        assert first["archive_path"] is None and first["archive_evicted_at"] is not None
+        assert 1500 < second["archive_bytes"] < 2500 and third["archive_path"] is not None
+        assert Path(second["archive_path"]).exists() and Path(third["archive_path"]).exists()
+        status = await h.harvest.Status(hpb.StatusRequest())
+        assert status.archive_bytes == second["archive_bytes"] + third["archive_bytes"] <= 5000
+        # By age: a copy older than the retention goes at the next run, the newer one stays.
+        stamp = time.time() - 31 * 86400
+        os.utime(second["archive_path"], (stamp, stamp))
+        await h.run()
+        second, third = await source_row(h, sessions[1].session_id), await source_row(h, sessions[2].session_id)
+        assert second["archive_path"] is None and second["archive_evicted_at"] is not None
+        assert third["archive_path"] is not None and Path(third["archive_path"]).exists()
+        # Eviction loses the copy, never the memory.
+        assert len(await h.sessions_in("/work/iota")) == 3
+    finally:
+        await h.close()
+        await h.stack.stop()
+
+
+async def test_harvest_pauses_when_free_disk_is_low(postgres: Postgres, tmp_path: Path) -> None:
+    h = await start_harvest(postgres, tmp_path, MNEMO_MIN_FREE_DISK_BYTES=str(10**18))
+    dsn = h.stack.dsn
+    try:
+        (ws,) = await register(h, "/work/kappa")
+        session = conversation(h.projects, "/work/kappa", "shearwater").write()
+        paused = await h.outcome(session.session_id)
+        assert paused.outcome == "skipped" and paused.detail == "paused: low disk"
+        status = await h.harvest.Status(hpb.StatusRequest())
+        assert "MNEMO_MIN_FREE_DISK_BYTES" in status.paused
+        assert await h.sessions_in(ws) == [] and not (tmp_path / "data" / "archive").exists()
+    finally:
+        await h.close()
+        await h.stack.stop()
+    # Positive control: with disk to spare, the same session is harvested.
+    h = await start_harvest(postgres, tmp_path, dsn=dsn)
+    try:
+        assert len(await h.sessions_in(ws)) == 1
+        assert (await h.harvest.Status(hpb.StatusRequest())).paused == ""
+    finally:
+        await h.close()
+        await h.stack.stop()

@@ -296,13 +296,11 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0 if result["ok"] else 3
 
 
-def _progress_bar(done: int, total: int, counts: dict[str, int]) -> str:
+def _progress_bar(done: int, total: int, unit: str, counts: dict[str, int]) -> str:
     width = 30
     filled = int(width * done / total) if total else width
-    return (
-        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} sessions · "
-        f"{counts['harvested']} harvested · {counts['skipped']} skipped · {counts['failed']} failed"
-    )
+    tally = " · ".join(f"{n} {label}" for label, n in counts.items())
+    return f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit} · {tally}"
 
 
 def cmd_harvest_run(args: argparse.Namespace) -> int:
@@ -323,7 +321,7 @@ def cmd_harvest_run(args: argparse.Namespace) -> int:
         if bucket in counts:
             counts[bucket] += 1
         if bar:
-            print(_progress_bar(item["index"], item["total"], counts), end="", file=sys.stderr, flush=True)
+            print(_progress_bar(item["index"], item["total"], "sessions", counts), end="", file=sys.stderr, flush=True)
     if bar:
         print(file=sys.stderr)
     if args.json:
@@ -336,6 +334,44 @@ def cmd_harvest_run(args: argparse.Namespace) -> int:
     harvested, skipped, failed = counts["harvested"], counts["skipped"], counts["failed"]
     print(f"{len(outcomes)} sessions: {harvested} harvested, {skipped} skipped, {failed} failed")
     return 1 if counts["failed"] else 0
+
+
+def cmd_redact(args: argparse.Namespace) -> int:
+    import json as jsonlib
+
+    if not args.rescan:
+        print("mnemo redact: pass --rescan to re-apply the current redaction rules to stored memories", file=sys.stderr)
+        return 2
+    bar = sys.stderr.isatty() and not args.json
+    body = {"workspace": args.workspace, "dry_run": args.dry_run}
+    changed: list[dict[str, Any]] = []
+    totals: dict[str, Any] = {}
+    for line in _client().stream_lines("POST", "/redact/rescan", json=body):
+        item = jsonlib.loads(line)
+        if item.get("done"):
+            totals = item
+            break
+        if item["kinds"]:
+            changed.append(item)
+        if bar:
+            counts = {"with secrets": len(changed)}
+            print(_progress_bar(item["index"], item["total"], "memories", counts), end="", file=sys.stderr, flush=True)
+    if bar:
+        print(file=sys.stderr)
+    if args.json:
+        _print_json({"memories": changed, **totals})
+        return 0
+    verb = "would redact" if args.dry_run else "redacted"
+    for item in changed:
+        kinds = ", ".join(sorted(set(item["kinds"])))
+        version = f", new version {item['new_version']}" if item["new_version"] else ""
+        scrubbed = f", {item['versions_scrubbed']} stored versions scrubbed" if item["versions_scrubbed"] else ""
+        print(f"{verb} {item['memory_id']} (workspace {item['workspace_id']}): {kinds}{version}{scrubbed}")
+    findings = ", ".join(f"{kind} {n}" for kind, n in sorted(totals.get("findings", {}).items())) or "none"
+    print(f"{totals.get('total', 0)} memories scanned, {totals.get('changed', 0)} with secrets; findings: {findings}")
+    if args.dry_run and changed:
+        print("dry run: nothing was changed; run without --dry-run to redact")
+    return 0
 
 
 def cmd_harvest_status(args: argparse.Namespace) -> int:
@@ -386,9 +422,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("mnemo bench: the benchmarks live in a source checkout (bench/)", file=sys.stderr)
         return 2
     sys.path.insert(0, str(root))
-    from bench.locomo import main as locomo_main
+    import importlib
 
-    return locomo_main(args.bench_args)
+    return importlib.import_module(f"bench.{args.benchmark}").main(args.bench_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -500,6 +536,12 @@ def build_parser() -> argparse.ArgumentParser:
     ws_list.add_argument("--json", action="store_true")
     ws_list.set_defaults(func=cmd_workspace_list)
 
+    redact = sub.add_parser("redact", help="re-apply the current redaction rules to stored memories (--rescan)")
+    redact.add_argument("--rescan", action="store_true", help="scan every stored memory (or one workspace's)")
+    redact.add_argument("--workspace", help="only this workspace (id, name or path); every workspace by default")
+    redact.add_argument("--dry-run", action="store_true", help="report what would be redacted, change nothing")
+    redact.add_argument("--json", action="store_true")
+    redact.set_defaults(func=cmd_redact)
     harvest = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
     harvest_sub = harvest.add_subparsers(dest="harvest_command", required=True)
     harvest_run = harvest_sub.add_parser("run", help="harvest now (one pass), with a progress bar")
@@ -514,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     harvest_status.set_defaults(func=cmd_harvest_status)
 
     bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
-    bench.add_argument("benchmark", choices=["locomo"])
+    bench.add_argument("benchmark", choices=["locomo", "latency", "harvest"])
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
     return parser

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,81 +22,99 @@ from mnemo_platform.errors import UNAVAILABLE_ERRORS, MnemoError
 
 log = structlog.get_logger("mnemo.grpc")
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+Scope = Callable[[grpc.aio.ServicerContext, str], contextlib.AbstractAsyncContextManager[None]]
 
 
-def _wrap_unary(interceptor: Callable[[Handler, str], Handler]) -> type[grpc.aio.ServerInterceptor]:
-    """Builds a server interceptor that wraps every unary-unary handler with `interceptor`."""
+def _interceptor(scope: Scope) -> type[grpc.aio.ServerInterceptor]:
+    """A server interceptor that runs every unary and server-streaming handler inside `scope`."""
+
+    def unary(inner: Handler, method: str) -> Handler:
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async with scope(context, method):
+                return await inner(request, context)
+
+        return handle
+
+    def streaming(inner: Handler, method: str) -> Handler:
+        if not inspect.isasyncgenfunction(inner):
+            # A handler that writes through context.write (the health service's Watch) is a
+            # coroutine; grpc tells the two apart by the function's kind, so keep it.
+            return unary(inner, method)
+
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async with scope(context, method):
+                async for item in inner(request, context):
+                    yield item
+
+        return handle
 
     class _Interceptor(grpc.aio.ServerInterceptor):
         async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
             handler = await continuation(handler_call_details)
-            if handler is None or handler.unary_unary is None:
-                return handler
-            return handler._replace(unary_unary=interceptor(handler.unary_unary, handler_call_details.method))
+            method = handler_call_details.method
+            if handler is not None and handler.unary_unary is not None:
+                return handler._replace(unary_unary=unary(handler.unary_unary, method))
+            if handler is not None and handler.unary_stream is not None:
+                return handler._replace(unary_stream=streaming(handler.unary_stream, method))
+            return handler
 
     return _Interceptor
 
 
-def _request_log(inner: Handler, method: str) -> Handler:
+@contextlib.asynccontextmanager
+async def _request_log(context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
     """One canonical log line per RPC with its status code and duration."""
-
-    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        call = call_from_metadata(context.invocation_metadata())
-        token = set_call(call)
-        started = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
-            with structlog.contextvars.bound_contextvars(request_id=call.request_id, principal=call.principal):
-                try:
-                    return await inner(request, context)
-                except grpc.aio.AbortError:
-                    code = context.code() or grpc.StatusCode.UNKNOWN
-                    raise
-                except asyncio.CancelledError:
-                    code = grpc.StatusCode.CANCELLED
-                    raise
-                except BaseException:
-                    code = grpc.StatusCode.UNKNOWN
-                    raise
-                finally:
-                    log.info(
-                        "rpc_completed",
-                        method=method,
-                        code=code.name if isinstance(code, grpc.StatusCode) else str(code),
-                        duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                    )
-        finally:
-            reset_call(token)
-
-    return handle
+    call = call_from_metadata(context.invocation_metadata())
+    token = set_call(call)
+    started = time.perf_counter()
+    code = grpc.StatusCode.OK
+    try:
+        with structlog.contextvars.bound_contextvars(request_id=call.request_id, principal=call.principal):
+            try:
+                yield
+            except grpc.aio.AbortError:
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                raise
+            except (asyncio.CancelledError, GeneratorExit):
+                code = grpc.StatusCode.CANCELLED  # the client went away mid-call (or mid-stream)
+                raise
+            except BaseException:
+                code = grpc.StatusCode.UNKNOWN
+                raise
+            finally:
+                log.info(
+                    "rpc_completed",
+                    method=method,
+                    code=code.name if isinstance(code, grpc.StatusCode) else str(code),
+                    duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                )
+    finally:
+        reset_call(token)
 
 
-def _error_mapping(inner: Handler, method: str) -> Handler:
+@contextlib.asynccontextmanager
+async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
     """Domain errors become their status code; anything unanticipated becomes INTERNAL."""
-
-    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            return await inner(request, context)
-        except grpc.aio.AbortError:
-            raise
-        except MnemoError as exc:
-            await context.abort(exc.code, exc.message)
-        except tuple(UNAVAILABLE_ERRORS) as exc:
-            log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"a dependency is unavailable: {type(exc).__name__}")
-        except Exception:
-            log.exception("rpc_failed", method=method)
-            await context.abort(
-                grpc.StatusCode.INTERNAL,
-                "internal error in Mnemo; the server log has the details",
-            )
-
-    return handle
+    try:
+        yield
+    except grpc.aio.AbortError:
+        raise
+    except MnemoError as exc:
+        await context.abort(exc.code, exc.message)
+    except tuple(UNAVAILABLE_ERRORS) as exc:
+        log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"a dependency is unavailable: {type(exc).__name__}")
+    except Exception:
+        log.exception("rpc_failed", method=method)
+        await context.abort(
+            grpc.StatusCode.INTERNAL,
+            "internal error in Mnemo; the server log has the details",
+        )
 
 
-RequestLogInterceptor = _wrap_unary(_request_log)
-ErrorMappingInterceptor = _wrap_unary(_error_mapping)
+RequestLogInterceptor = _interceptor(_request_log)
+ErrorMappingInterceptor = _interceptor(_error_mapping)
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ _PLACEHOLDER = re.compile(
       | (?-i:.*EXAMPLE.*)
       | .*<[^<>\s]*>.* | \[[A-Za-z0-9_ ]+\] | \|[^|]+\| | __\w+__      # tokenizer specials: </s>, [MASK], <|eot|>
       | \#[0-9a-f]{3,8}                                          # a colour
-      | .*\*{3,}.* | .*%[sdr].* | .*\{\}.* | pwd                   # masked (`hf_***`), format strings
+      | .*\*{3,}.* | .*\{\}.* | pwd                               # masked (`hf_***`), format strings
       | (?:my|the)[-_]?(?:pass(?:word)?|secret|token|key)\w*
     )$"""
 )
@@ -134,11 +134,27 @@ _CAMEL_WORDS = re.compile(r"(?:[A-Z]+(?=[A-Z][a-z]{2})|[A-Z]{2,}$|[A-Z]?[a-z]{2,
 _SYMBOLS = frozenset("!@#%^&*+=~?")
 
 
+# printf-style specifiers: `'%s:%s' % (user, pw)` fills a template; the template is no secret.
+_FORMAT_SPEC = re.compile(r"%(?:\([A-Za-z_]\w*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifx]")
+
+
+def _is_format_template(value: str) -> bool:
+    """Specifiers with only punctuation or lower-case words around them (`%s:%s`, `user_%s`); a
+    password that happens to contain `%r` keeps digits or capitals beside it."""
+    rest, found = _FORMAT_SPEC.subn("", value)
+    return found > 0 and re.fullmatch(r"[a-z_\W]*", rest) is not None
+
+
 def is_placeholder(value: str) -> bool:
     """`is_placeholder` is true for empty values, references like `${VAR}` and stand-ins like `<token>`."""
     value = value.strip()
     # Few distinct characters (`ACxxxxxxxxxxxxxxxx`, `aaaaaaaaaaaa`) is a pattern, not a key.
-    return not value or _PLACEHOLDER.match(value) is not None or (len(value) >= 12 and len(set(value)) <= 3)
+    return (
+        not value
+        or _PLACEHOLDER.match(value) is not None
+        or (len(value) >= 12 and len(set(value)) <= 3)
+        or _is_format_template(value)
+    )
 
 
 def looks_random(value: str) -> bool:
@@ -409,17 +425,21 @@ def _locate_curl_user(match: re.Match[str], text: str) -> tuple[int, int] | None
 
 # --- the pack ---------------------------------------------------------------------------------
 
-# One more line of a PEM body (after any blank lines): base64, or a header such as `Proc-Type: …`.
-_B64_LINE = r"(?:(?:\r?\n|\\r?\\n)[ \t]*)+(?:[A-Za-z0-9+/=]{4,}|[A-Za-z-]+:[^\r\n\\]*)"
+# Between the lines of a PEM body: newlines, JSON-escaped newlines (`\n` in a JSON string), or
+# spaces (a key squeezed onto one line).
+_PEM_GAP = r"(?:\r?\n|(?:\\r)?\\n|[ \t])+"
+# One more line of a PEM body: base64, or a header such as `Proc-Type: 4,ENCRYPTED`.
+_B64_LINE = rf"{_PEM_GAP}(?:[A-Za-z0-9+/=]{{4,}}|[A-Za-z-]+:[ \t]*[A-Za-z0-9,-]+)"
 
 RULES: tuple[Rule, ...] = (
     # PEM: the whole block; a block cut off before its END line (truncated tool output) up to
     # the last line that still looks like key material.
     Rule(
         "private-key",
-        # Bounded, and never across a NUL: `redact_json` joins its strings with one.
+        # Only PEM lines between the markers: a key cut off earlier in the text must not reach
+        # across prose to a later key's END line.
         re.compile(
-            r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?=\s|\\n)[^\x00]{0,20000}?"
+            rf"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:{_B64_LINE})*{_PEM_GAP}"
             r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
         ),
         _group(),
@@ -430,7 +450,12 @@ RULES: tuple[Rule, ...] = (
     _token("openrouter-key", r"sk-or-[A-Za-z0-9_-]{20,}"),
     _token("openai-key", r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}"),
     _token("openai-key", r"sk-[A-Za-z0-9_-]{20,}", lambda s: _random_key_body(s[3:])),
-    _token("huggingface-token", r"hf_[A-Za-z0-9]{30,}", lambda s: _random_key_body(s[3:]) or looks_random(s[3:])),
+    _token(
+        "huggingface-token",
+        r"hf_[A-Za-z0-9]{30,}",
+        # Issued tokens have exactly 34 characters after `hf_`, which may happen to spell CamelCase.
+        lambda s: len(s) == 37 or _random_key_body(s[3:]) or looks_random(s[3:]),
+    ),
     _token("github-token", r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{30,}"),
     _token("github-token", r"github_pat_[A-Za-z0-9_]{30,}"),
     _token("gitlab-token", r"(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-[A-Za-z0-9_-]{20,}"),

@@ -19,8 +19,9 @@ T = TypeVar("T")
 SEARCH_IDEMPOTENT = ["Search", "GetMemory", "ListMemories", "ListWorkspaces", "ResolveWorkspace", "GetStatus"]
 INGEST_IDEMPOTENT = ["AddWorkspace"]
 HARVEST_IDEMPOTENT = ["Status", "ListSources"]
-# A first harvest of a machine with thousands of sessions takes a while; it streams progress.
-HARVEST_RUN_TIMEOUT_S = 3600.0
+# A first harvest of a machine with thousands of sessions, or a redaction rescan of every
+# memory, takes a while; both stream progress.
+LONG_RUN_TIMEOUT_S = 3600.0
 
 
 class Backends:
@@ -28,7 +29,11 @@ class Backends:
 
     def __init__(self, ingest_target: str, search_target: str, timeout_s: float, harvest_target: str = "") -> None:
         self._ingest_channel = open_channel(
-            ingest_target, "mnemo.ingest.v1.IngestService", INGEST_IDEMPOTENT, timeout_s
+            ingest_target,
+            "mnemo.ingest.v1.IngestService",
+            INGEST_IDEMPOTENT,
+            timeout_s,
+            method_timeouts={"RescanRedactions": LONG_RUN_TIMEOUT_S},
         )
         self._search_channel = open_channel(
             search_target, "mnemo.search.v1.SearchService", SEARCH_IDEMPOTENT, timeout_s
@@ -43,7 +48,7 @@ class Backends:
                 "mnemo.harvest.v1.HarvestService",
                 HARVEST_IDEMPOTENT,
                 timeout_s,
-                method_timeouts={"Run": HARVEST_RUN_TIMEOUT_S},
+                method_timeouts={"Run": LONG_RUN_TIMEOUT_S},
             )
             if harvest_target
             else None

@@ -127,6 +127,15 @@ def _plain(message: Any) -> dict[str, Any]:
     )
 
 
+async def _streamed(stream: Any) -> AsyncIterator[dict[str, Any]]:
+    """A server-streaming call's messages as JSON, its failure as a CallError."""
+    try:
+        async for message in stream:
+            yield _plain(message)
+    except grpc.aio.AioRpcError as exc:
+        raise CallError(exc.code(), exc.details() or exc.code().name) from None
+
+
 def event_json(event: common_pb2.AuditEvent) -> dict[str, Any]:
     data = _plain(event)
     data["id"] = event.id  # int64 would otherwise be a string
@@ -477,12 +486,15 @@ class Operations:
     async def harvest_run(self, agent: str, ignore_idle: bool) -> AsyncIterator[dict[str, Any]]:
         """Streams one JSON object per session, then the totals (done=true)."""
         _check_text(agent, "agent")
-        stream = self._harvest().Run(harvest_pb.RunRequest(agent=agent, ignore_idle=ignore_idle))
-        try:
-            async for progress in stream:
-                yield _plain(progress)
-        except grpc.aio.AioRpcError as exc:
-            raise CallError(exc.code(), exc.details() or exc.code().name) from None
+        async for item in _streamed(self._harvest().Run(harvest_pb.RunRequest(agent=agent, ignore_idle=ignore_idle))):
+            yield item
+
+    async def redact_rescan(self, workspace: str | None, dry_run: bool) -> AsyncIterator[dict[str, Any]]:
+        """Streams one JSON object per memory scanned, then the totals (done=true)."""
+        _check_text(workspace, "workspace")
+        request = ingest_pb.RescanRedactionsRequest(workspace=workspace or "", dry_run=dry_run)
+        async for item in _streamed(self.backends.ingest.RescanRedactions(request)):
+            yield item
 
     async def harvest_status(self) -> dict[str, Any]:
         response = await call(self._harvest().Status, harvest_pb.StatusRequest())

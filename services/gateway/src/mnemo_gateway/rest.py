@@ -21,6 +21,7 @@ from mnemo_gateway.schemas import (
     Kind,
     PurgeInput,
     ReasonInput,
+    RescanInput,
     SearchInput,
     SupersedeInput,
     UpdateInput,
@@ -40,6 +41,23 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         503: "A Mnemo service is unavailable",
     }.items()
 }
+
+
+async def _ndjson(stream: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
+    """One JSON line per streamed item. The first item is awaited here, so an error before the
+    stream starts (bad input, a service down) is a proper 4xx/5xx JSON response, not a broken stream."""
+    try:
+        first = await anext(stream)
+    except StopAsyncIteration:
+        first = None
+
+    async def lines() -> AsyncIterator[bytes]:
+        if first is not None:
+            yield (json.dumps(first) + "\n").encode()
+        async for item in stream:
+            yield (json.dumps(item) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
 def build_router(operations: Operations) -> APIRouter:
@@ -135,21 +153,11 @@ def build_router(operations: Operations) -> APIRouter:
 
     @router.post("/harvest/run", summary="Harvest now; streams one JSON line per session, then the totals")
     async def harvest_run(body: HarvestRunInput) -> StreamingResponse:
-        stream = operations.harvest_run(body.agent, body.ignore_idle)
-        # The first item is awaited here, so an error (unknown agent, harvest down) is a proper
-        # 4xx/5xx JSON response rather than a broken stream.
-        try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            first = None
+        return await _ndjson(operations.harvest_run(body.agent, body.ignore_idle))
 
-        async def lines() -> AsyncIterator[bytes]:
-            if first is not None:
-                yield (json.dumps(first) + "\n").encode()
-            async for item in stream:
-                yield (json.dumps(item) + "\n").encode()
-
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
+    @router.post("/redact/rescan", summary="Re-apply the redaction rules to stored memories; one JSON line per memory")
+    async def redact_rescan(body: RescanInput) -> StreamingResponse:
+        return await _ndjson(operations.redact_rescan(body.workspace, body.dry_run))
 
     @router.get("/harvest/status", summary="Harvest status per agent: seen, harvested, skipped (why), failed")
     async def harvest_status() -> dict[str, Any]:

@@ -141,6 +141,11 @@ class HarvestRunInput(_Body):
     ignore_idle: bool = Field(False, description="Harvest sessions that changed within the idle window too.")
 
 
+class RescanInput(_Body):
+    workspace: str | None = Field(None, description="One workspace (id, name or root path); every one when omitted.")
+    dry_run: bool = Field(False, description="Report what would be redacted and change nothing.")
+
+
 class WorkspaceInput(_Body):
     path: str = Field("", description="Absolute root directory of the project.")
     name: str = Field("", description="Display name (a named scope when no path is given).")

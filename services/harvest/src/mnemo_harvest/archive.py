@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shutil
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import structlog
 import zstandard
 
-from mnemo_harvest.model import Session, ToolCall, Turn
+from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn
 from mnemo_redact import redact_json
 
 log = structlog.get_logger("mnemo.harvest.archive")
@@ -102,6 +103,21 @@ class Archive:
             path.unlink(missing_ok=True)
             log.info("archive_evicted", path=str(path))
         return evicted
+
+
+class ArchivedSessions:
+    """A reader over archived copies, for sessions whose files the agent has since deleted."""
+
+    def __init__(self, agent: str, archive: Archive, copies: dict[str, Path]) -> None:
+        self.agent = agent
+        self.archive = archive
+        self.copies = copies
+
+    def discover(self) -> Iterator[SourceRef]:
+        return iter(())
+
+    def read(self, ref: SourceRef) -> Session:
+        return self.archive.read(self.copies[ref.key])
 
 
 def free_disk_bytes(path: Path) -> int:

@@ -22,7 +22,7 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
-from mnemo_harvest.archive import Archive, free_disk_bytes
+from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
 from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
@@ -75,6 +75,13 @@ class HarvestEngine:
         self.last_run_at: datetime | None = None
         self.paused = ""
 
+    @property
+    def derived_with(self) -> str:
+        """How memories are derived now; a change re-derives every session once."""
+        if self.summarizer is None:
+            return TRANSCRIPT
+        return f"{self.summarizer.name}/{PROMPT_VERSION}"
+
     # -- the run ------------------------------------------------------------------------------
 
     async def run(self, agent: str = "", ignore_idle: bool = False) -> AsyncIterator[pb.RunProgress]:
@@ -90,12 +97,15 @@ class HarvestEngine:
                     log.exception("harvest_discover_failed", agent=name)
                     continue
                 refs += [(reader, ref) for ref in found]
+            refs += await self._vanished_but_archived(agent, {(ref.agent, ref.key) for _, ref in refs})
             self.paused = self._low_disk()
             counts = {"harvested": 0, "skipped": 0, "failed": 0}
             places: dict[str, str | None] = {}
+            # One read of what is known, so an unchanged session costs no query and no write.
+            known = {(r["agent"], r["session_id"]): r for r in await self.pool.fetch("SELECT * FROM harvest_sources")}
             for index, (reader, ref) in enumerate(refs, start=1):
                 try:
-                    result = await self._harvest(reader, ref, ignore_idle, places)
+                    result = await self._harvest(reader, ref, ignore_idle, places, known.get((ref.agent, ref.key)))
                 except Exception as exc:
                     log.exception("harvest_session_failed", agent=ref.agent, session_id=ref.key)
                     result = Outcome("failed", f"{type(exc).__name__}: {exc}")
@@ -117,6 +127,37 @@ class HarvestEngine:
             log.info("harvest_run_completed", sessions=len(refs), **counts)
             yield pb.RunProgress(done=True, total=len(refs), **counts)
 
+    async def _vanished_but_archived(
+        self, agent: str, discovered: set[tuple[str, str]]
+    ) -> list[tuple[Reader, SourceRef]]:
+        """Sessions whose files are gone (Claude Code deletes them after 30 days) but whose
+        memory should be derived again (new summarizer or prompt, or a summary still owed):
+        their archived copies stand in for the files."""
+        if self.archive is None:
+            return []
+        rows = await self.pool.fetch(
+            """
+            SELECT agent, session_id, path, harvested_size, harvested_mtime, archive_path FROM harvest_sources
+            WHERE state = 'harvested' AND archive_path IS NOT NULL AND harvested_mtime IS NOT NULL
+              AND (NOT final OR derived_with IS DISTINCT FROM $1) AND ($2 = '' OR agent = $2)
+            """,
+            self.derived_with,
+            agent,
+        )
+        readers: dict[str, ArchivedSessions] = {}
+        refs: list[tuple[Reader, SourceRef]] = []
+        for row in rows:
+            if (row["agent"], row["session_id"]) in discovered:
+                continue
+            reader = readers.setdefault(row["agent"], ArchivedSessions(row["agent"], self.archive, {}))
+            # Eviction clears archive_path; a copy removed by hand fails as unreadable, named.
+            reader.copies[row["session_id"]] = Path(row["archive_path"])
+            ref = SourceRef(
+                row["agent"], row["session_id"], row["path"], row["harvested_mtime"].timestamp(), row["harvested_size"]
+            )
+            refs.append((reader, ref))
+        return refs
+
     def _low_disk(self) -> str:
         try:
             free = free_disk_bytes(self.data_dir)
@@ -132,18 +173,27 @@ class HarvestEngine:
         return ""
 
     async def _harvest(
-        self, reader: Reader, ref: SourceRef, ignore_idle: bool, places: dict[str, str | None]
+        self,
+        reader: Reader,
+        ref: SourceRef,
+        ignore_idle: bool,
+        places: dict[str, str | None],
+        row: asyncpg.Record | None,
     ) -> Outcome:
-        row = await self._seen(ref)
+        mtime = datetime.fromtimestamp(ref.mtime, UTC)
+        if row is None or (row["path"], row["size"], row["mtime"]) != (ref.path, ref.size, mtime):
+            row = await self._seen(ref)
         if not ignore_idle and time.time() - ref.mtime < self.settings.idle_s:
             await self._record(ref, "active", "still active: changed within MNEMO_HARVEST_IDLE_S")
             return Outcome("skipped", "still active")
-        mtime = datetime.fromtimestamp(ref.mtime, UTC)
         unchanged_since_last = (
             row is not None
             and row["harvested_size"] == ref.size
             and row["harvested_mtime"] == mtime
-            and ((row["state"] == "harvested" and row["final"]) or (row["detail"] or "").startswith("tombstoned"))
+            and (
+                (row["state"] == "harvested" and row["final"] and row["derived_with"] == self.derived_with)
+                or (row["detail"] or "").startswith("tombstoned")
+            )
         )
         if unchanged_since_last:
             return Outcome("unchanged", row["detail"] or "", str(row["memory_id"] or ""))
@@ -172,9 +222,11 @@ class HarvestEngine:
             detail = f"no-workspace: {session.cwd or 'no working directory recorded'}"
             await self._record(ref, "skipped", detail, cwd=session.cwd)
             return Outcome("skipped", detail)
-        return await self._derive(ref, session, workspace, mtime)
+        return await self._derive(ref, session, workspace, mtime, from_archive=isinstance(reader, ArchivedSessions))
 
-    async def _derive(self, ref: SourceRef, session: Session, workspace: str, mtime: datetime) -> Outcome:
+    async def _derive(
+        self, ref: SourceRef, session: Session, workspace: str, mtime: datetime, from_archive: bool = False
+    ) -> Outcome:
         uri = source_uri(session.agent, session.session_id)
         # Redacted before anything leaves this process: the summarizer must not see secrets either.
         transcript = redact(render_transcript(session, self.max_content_bytes)).text
@@ -228,7 +280,10 @@ class HarvestEngine:
             ingest_pb.WRITE_OUTCOME_NEW_VERSION: "new_version",
         }.get(response.outcome, "unchanged")
         await self._write_extracted(session, workspace, uri, memory.id, content if summarizer != TRANSCRIPT else "")
-        archive = self._archive(session)
+        # A copy read back from the archive stays as it is (its age decides its retention).
+        archive = None if from_archive else await self._archive(session)
+        if from_archive:
+            detail = detail or f"re-derived from the archive ({self.derived_with})"
         await self._record(
             ref,
             "harvested",
@@ -237,6 +292,7 @@ class HarvestEngine:
             workspace=workspace,
             memory_id=memory.id,
             final=final,
+            derived_with=self.derived_with,
             harvested=(ref, mtime),
             archive=archive,
             fingerprint=session.fingerprint,
@@ -271,11 +327,12 @@ class HarvestEngine:
             except grpc.aio.AioRpcError as exc:
                 log.info("extracted_memory_not_written", code=exc.code().name, detail=exc.details())
 
-    def _archive(self, session: Session) -> tuple[str, int] | None:
+    async def _archive(self, session: Session) -> tuple[str, int] | None:
         if self.archive is None or self.paused:
             return None
         try:
-            path, size = self.archive.write(session)
+            # Redacting and compressing a large session takes a while: off the event loop.
+            path, size = await asyncio.to_thread(self.archive.write, session)
         except OSError as exc:
             log.warning("archive_write_failed", session_id=session.session_id, error=str(exc))
             return None
@@ -349,8 +406,11 @@ class HarvestEngine:
         harvested: tuple[SourceRef, datetime] | None = None,
         archive: tuple[str, int] | None = None,
         fingerprint: str | None = None,
+        derived_with: str | None = None,
     ) -> None:
         values: dict[str, Any] = {"state": state, "detail": detail, "final": final}
+        if derived_with is not None:
+            values["derived_with"] = derived_with
         if fingerprint is not None:
             values["content_hash"] = fingerprint
         if cwd is not None:

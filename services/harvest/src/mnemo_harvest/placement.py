@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 # A directory holding this file (or under one that does) is Mnemo's own: sessions run there are
 # Mnemo's tools talking to agents (tests, benchmarks, the summarizer), never harvested.
 INTERNAL_MARKER = ".mnemo-internal"
 INTERNAL_PROMPT_PREFIX = "[mnemo-internal]"
+# Mnemo's own temporary directories (data dirs of tests and benchmarks, embedded PostgreSQL)
+# are made with this prefix directly under the system temp dir.
+INTERNAL_TEMP_PREFIX = "mnemo-"
 
 
 def main_worktree(cwd: str) -> str | None:
@@ -45,8 +49,11 @@ def is_internal(cwd: str | None, first_prompt: str, data_dir: Path) -> bool:
         return False
     path = Path(cwd)
     try:
-        data = data_dir.resolve()
-        if path == data or data in path.resolve().parents:
+        data, resolved = data_dir.resolve(), path.resolve()
+        if resolved == data or data in resolved.parents:
+            return True
+        temp = Path(tempfile.gettempdir()).resolve()
+        if temp in resolved.parents and resolved.relative_to(temp).parts[0].startswith(INTERNAL_TEMP_PREFIX):
             return True
         return any((d / INTERNAL_MARKER).exists() for d in (path, *path.parents))
     except OSError:

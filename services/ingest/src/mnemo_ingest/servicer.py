@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +19,7 @@ from mnemo_embed import Chunk, Embedder, chunk_text
 from mnemo_ingest.indexing import compound_parts
 from mnemo_ingest.validation import (
     Draft,
+    Redactor,
     check_content,
     check_metadata,
     check_reason,
@@ -404,6 +407,137 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             )
             log.info("memory_purged", memory_id=str(memory_id), workspace=ws.id)
             return pb.PurgeMemoryResponse(tombstone=_tombstone_message(tombstone))
+
+    async def RescanRedactions(
+        self, request: pb.RescanRedactionsRequest, context: Any
+    ) -> AsyncIterator[pb.RescanProgress]:
+        workspace = ""
+        if request.workspace:
+            async with self.pool.acquire() as conn:
+                workspace = (await resolve_workspace(conn, request.workspace)).id
+        ids = await self.pool.fetch(
+            "SELECT id FROM memories WHERE ($1 = '' OR workspace_id = $1) ORDER BY created_at, id", workspace
+        )
+        findings: Counter[str] = Counter()
+        changed = 0
+        for index, row in enumerate(ids, start=1):
+            # One transaction per memory: a long rescan holds no lock for long and resumes cleanly.
+            async with self.pool.acquire() as conn, conn.transaction():
+                progress = await self._rescan(conn, row["id"], request.dry_run)
+            if progress is None:
+                continue  # purged while the rescan ran
+            findings.update(progress.kinds)
+            changed += bool(progress.kinds)
+            progress.index, progress.total = index, len(ids)
+            yield progress
+        log.info("redaction_rescan_completed", scanned=len(ids), changed=changed, dry_run=request.dry_run)
+        yield pb.RescanProgress(done=True, total=len(ids), changed=changed, findings=dict(findings))
+
+    async def _rescan(self, conn: asyncpg.Connection, memory_id: uuid.UUID, dry_run: bool) -> pb.RescanProgress | None:
+        """Redacts one memory with the current rules: the current text becomes a new version, and
+        earlier versions, chunks, tombstone snapshots and source keys are rewritten in place,
+        because history must not keep a secret either."""
+        row = await conn.fetchrow("SELECT workspace_id FROM memories WHERE id = $1 FOR UPDATE", memory_id)
+        if row is None:
+            return None
+        row = await conn.fetchrow(_MEMORY_FOR_UPDATE, memory_id, row["workspace_id"])
+        redactor = Redactor()
+        versions = await conn.fetch(
+            "SELECT version, title, content FROM memory_versions WHERE memory_id = $1 ORDER BY version", memory_id
+        )
+        scrubbed = {}
+        for version in versions:
+            title, content = redactor.text(version["title"]), redactor.text(version["content"])
+            if (title, content) != (version["title"], version["content"]):
+                scrubbed[version["version"]] = (title, content)
+        fields = {
+            "title": redactor.text(row["title"]),
+            "tags": [redactor.text(tag) for tag in row["tags"]],
+            "metadata": redactor.json(row["metadata"]),
+            "source_uri": redactor.text(row["source_uri"]) if row["source_uri"] else row["source_uri"],
+            "status_reason": redactor.text(row["status_reason"]) if row["status_reason"] else row["status_reason"],
+        }
+        tombstones = [
+            (t["id"], redactor.json(t["snapshot"]) if t["snapshot"] else None, redactor.text(t["reason"] or ""))
+            for t in await conn.fetch("SELECT id, snapshot, reason FROM tombstones WHERE memory_id = $1", memory_id)
+        ]
+        progress = pb.RescanProgress(
+            memory_id=str(memory_id), workspace_id=row["workspace_id"], kinds=[f["kind"] for f in redactor.findings]
+        )
+        if not redactor.findings or dry_run:
+            return progress
+        ws = await resolve_workspace(conn, row["workspace_id"])
+        for version, (title, content) in scrubbed.items():
+            await conn.execute(
+                "UPDATE memory_versions SET title = $3, content = $4, content_hash = $5 "
+                "WHERE memory_id = $1 AND version = $2",
+                memory_id,
+                version,
+                title,
+                content,
+                content_hash(content),
+            )
+            await conn.execute("DELETE FROM chunks WHERE memory_id = $1 AND version = $2", memory_id, version)
+            await self._insert_chunks(conn, memory_id, version, ws.id, await self._chunks(title, content))
+        await conn.execute(
+            """
+            UPDATE memories SET title = $2, tags = $3, metadata = $4, source_uri = $5, status_reason = $6,
+                                content_hash = coalesce($7, content_hash)
+            WHERE id = $1
+            """,
+            memory_id,
+            *fields.values(),
+            content_hash(scrubbed[row["version"]][1]) if row["version"] in scrubbed else None,
+        )
+        if fields["source_uri"] != row["source_uri"]:
+            for table in ("derivations", "tombstones"):
+                await conn.execute(
+                    f"UPDATE {table} SET source_uri = $3 WHERE workspace_id = $1 AND source_uri = $2",
+                    ws.id,
+                    row["source_uri"],
+                    fields["source_uri"],
+                )
+        for tombstone_id, snapshot, reason in tombstones:
+            await conn.execute(
+                "UPDATE tombstones SET snapshot = $2, reason = nullif($3, '') WHERE id = $1",
+                tombstone_id,
+                snapshot,
+                reason,
+            )
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                ws.id,
+                "redact",
+                str(memory_id),
+                row["version"],
+                None,
+                None,
+                {**_details(redactor.findings), "versions": sorted(scrubbed)},
+            ),
+        )
+        progress.versions_scrubbed = len(scrubbed)
+        if row["version"] in scrubbed and row["deleted_at"] is None:
+            # The redacted current text also becomes a new version, so readers and the audit log
+            # see the change like any other; a deleted memory stays frozen until restored.
+            title, content = scrubbed[row["version"]]
+            row = await conn.fetchrow(_MEMORY_FOR_UPDATE, memory_id, ws.id)
+            await self._new_version(
+                conn,
+                ws,
+                {**row, "content_hash": content_hash(versions[-1]["content"])},
+                title,
+                content,
+                content_hash(content),
+                fields["tags"],
+                fields["metadata"],
+                await self._chunks(title, content),
+            )
+            progress.new_version = row["version"] + 1
+        log.info(
+            "memory_redacted", memory_id=str(memory_id), findings=len(redactor.findings), version=progress.new_version
+        )
+        return progress
 
     # -- shared steps -------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ def check_valid_time(request: Any) -> tuple[datetime | None, datetime | None]:
     return valid_from, valid_to
 
 
-class _Redactor:
+class Redactor:
     """Collects what redaction removed across the fields of one request."""
 
     def __init__(self) -> None:
@@ -192,7 +192,7 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
     status = check_enum(common_pb2.MemoryStatus, request.status, "status", "active")
     if status not in WRITABLE_STATUSES:
         raise InvalidArgument(f"a new memory starts {' or '.join(WRITABLE_STATUSES)}, not {status}")
-    redactor = _Redactor()
+    redactor = Redactor()
     content = redactor.text(content)
     source_uri = check_short(request.source_uri, "source_uri", MAX_SOURCE_URI_CHARS)
     source_uri = redactor.text(source_uri) if source_uri else None
@@ -216,5 +216,5 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
 
 def redacted_text(value: str) -> tuple[str, list[dict[str, str]]]:
     """One field redacted, with what was removed (for updates and reasons)."""
-    redactor = _Redactor()
+    redactor = Redactor()
     return redactor.text(value), redactor.findings

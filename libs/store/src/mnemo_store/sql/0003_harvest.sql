@@ -29,6 +29,9 @@ CREATE TABLE harvest_sources (
     detail                 text,
     -- false when the memory is a fallback transcript whose summary should be retried
     final                  boolean NOT NULL DEFAULT true,
+    -- how the memory was derived (`transcript`, or summarizer model/prompt version): a new
+    -- summarizer or prompt re-derives every session once, even when its file has not changed
+    derived_with           text,
     memory_id              uuid,
     harvested_size         bigint,
     harvested_mtime        timestamptz,

@@ -38,11 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "claude-code"
-STUB_MAX = 200
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_BASE64_RE = re.compile(r"^[A-Za-z0-9+/=_-]{64,}$")
 _COMMAND_NAME_RE = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 _COMMAND_ARGS_RE = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _BASH_INPUT_RE = re.compile(r"<bash-input>(.*?)</bash-input>", re.S)
@@ -438,7 +437,7 @@ def _user_turn(rec: _Rec, cwd: str | None) -> Turn | None:
             continue
         if name := _COMMAND_NAME_RE.search(text):
             args = _COMMAND_ARGS_RE.search(text)
-            text = _one_line(f"{name.group(1)} {args.group(1) if args else ''}")
+            text = one_line(f"{name.group(1)} {args.group(1) if args else ''}")
         texts.append(text)
     if not texts and not calls:
         return None
@@ -603,9 +602,9 @@ def tool_stub(name: str, args: Any, cwd: str | None) -> ToolCall:
         detail = arg("command")
     elif name in ("Grep", "Glob"):
         pattern = f'"{arg("pattern")}"' if name == "Grep" else arg("pattern")
-        detail = f"{pattern} in {_display_path(arg('path'), cwd)}" if arg("path") else pattern
+        detail = f"{pattern} in {display_path(arg('path'), cwd)}" if arg("path") else pattern
     elif files:
-        detail = _display_path(files[0], cwd)
+        detail = display_path(files[0], cwd)
     elif name in ("Task", "Agent") and arg("description"):
         kind = arg("subagent_type")
         detail = f"{arg('description')} ({kind})" if kind else arg("description")
@@ -617,35 +616,4 @@ def tool_stub(name: str, args: Any, cwd: str | None) -> ToolCall:
         detail = arg(key)
     else:
         detail = short_args(args)
-    return ToolCall(name=name, summary=_one_line(f"{name}: {detail}"), files=files)
-
-
-def short_args(args: dict[str, Any]) -> str:
-    """Arguments as compact JSON with long strings cut and binary-looking values replaced."""
-
-    def shorten(value: Any) -> Any:
-        if isinstance(value, str):
-            if value.startswith("data:") or _BASE64_RE.match(value):
-                return "<binary>"
-            return value if len(value) <= 60 else value[:57] + "..."
-        if isinstance(value, dict):
-            return {k: shorten(v) for k, v in list(value.items())[:6]}
-        if isinstance(value, list):
-            return [shorten(v) for v in value[:4]]
-        return value
-
-    return json.dumps(shorten(args), ensure_ascii=False, separators=(", ", ": "))
-
-
-def _display_path(path: str, cwd: str | None) -> str:
-    if cwd:
-        for sep in ("/", "\\"):
-            prefix = cwd.rstrip(sep) + sep
-            if path.startswith(prefix) and len(path) > len(prefix):
-                return path[len(prefix) :]
-    return path
-
-
-def _one_line(text: str, limit: int = STUB_MAX) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return ToolCall(name=name, summary=one_line(f"{name}: {detail}"), files=files)

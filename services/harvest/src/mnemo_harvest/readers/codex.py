@@ -18,6 +18,7 @@ from typing import Any, Literal
 import zstandard
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "codex"
 
@@ -26,7 +27,6 @@ _TRAILING_UUID = re.compile(rf"({_UUID})\.jsonl(?:\.zst)?$")
 _ANY_UUID = re.compile(_UUID)
 # session_meta is the first line in every build; the bound only guards against odd files.
 _META_SCAN_LINES = 50
-_SUMMARY_MAX = 200
 _CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash", "/usr/bin/zsh"})
@@ -531,11 +531,6 @@ def _scrub(text: str) -> str:
 # -- tool call stubs -----------------------------------------------------------------------------
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= _SUMMARY_MAX else line[: _SUMMARY_MAX - 1] + "…"
-
-
 def _patch_files(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m.group(1) for m in _PATCH_FILE.finditer(text)))
 
@@ -551,8 +546,8 @@ def _command_text(command: Any) -> str:
 def _command_stub(name: str, command: str) -> ToolCall:
     files = _patch_files(command) if "*** Begin Patch" in command else ()
     if files:
-        return ToolCall(name=name, summary=_one_line("apply_patch " + ", ".join(files)), files=files)
-    return ToolCall(name=name, summary=_one_line(command))
+        return ToolCall(name=name, summary=one_line("apply_patch " + ", ".join(files)), files=files)
+    return ToolCall(name=name, summary=one_line(command))
 
 
 def _tool_call(payload: dict[str, Any]) -> ToolCall:
@@ -565,33 +560,33 @@ def _tool_call(payload: dict[str, Any]) -> ToolCall:
         body = payload.get("input") if isinstance(payload.get("input"), str) else ""
         files = _patch_files(body)
         if files:
-            return ToolCall(name=name, summary=_one_line(", ".join(files)), files=files)
-        return ToolCall(name=name, summary=_one_line(body.strip().splitlines()[0] if body.strip() else ""))
+            return ToolCall(name=name, summary=one_line(", ".join(files)), files=files)
+        return ToolCall(name=name, summary=one_line(body.strip().splitlines()[0] if body.strip() else ""))
     arguments = payload.get("arguments")
     try:
         args = json.loads(arguments) if isinstance(arguments, str) else arguments
     except ValueError:
         args = arguments  # not JSON (redacted, or a truncated line): keep the text
     if not isinstance(args, dict):
-        return ToolCall(name=name, summary=_one_line(str(args or "")))
+        return ToolCall(name=name, summary=one_line(str(args or "")))
     command = args.get("cmd", args.get("command"))
     if command:
         return _command_stub(name, _command_text(command))
     if isinstance(args.get("input"), str) and "*** Begin Patch" in args["input"]:
         files = _patch_files(args["input"])
-        return ToolCall(name=name, summary=_one_line(", ".join(files)), files=files)
+        return ToolCall(name=name, summary=one_line(", ".join(files)), files=files)
     return _generic_stub(name, args)
 
 
 def _generic_stub(name: str, args: dict[str, Any]) -> ToolCall:
     files = tuple(args[k] for k in _PATH_KEYS if isinstance(args.get(k), str))
     if files:
-        return ToolCall(name=name, summary=_one_line(" ".join(files)), files=files)
+        return ToolCall(name=name, summary=one_line(" ".join(files)), files=files)
     pairs = [f"{k}={v}" for k, v in args.items() if isinstance(v, str | int | float | bool)]
-    return ToolCall(name=name, summary=_one_line(" ".join(pairs) or json.dumps(args, sort_keys=True)))
+    return ToolCall(name=name, summary=one_line(" ".join(pairs) or json.dumps(args, sort_keys=True)))
 
 
 def _web_search(payload: dict[str, Any]) -> ToolCall:
     action = payload.get("action") if isinstance(payload.get("action"), dict) else {}
     target = action.get("query") or action.get("url") or action.get("type") or ""
-    return ToolCall(name="web_search", summary=_one_line(str(target)))
+    return ToolCall(name="web_search", summary=one_line(str(target)))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "opencode"
 
@@ -22,7 +23,6 @@ AGENT = "opencode"
 _BUSY_TIMEOUT_S = 0.5
 _BUSY_ATTEMPTS = 4
 _BUSY_BACKOFF_S = 0.1
-_SUMMARY_MAX = 200
 # OpenCode's placeholder titles carry no information; the first prompt is a better title.
 _DEFAULT_TITLE = re.compile(r"^(?:New session|Child session) - \d{4}-\d{2}-\d{2}T")
 _DATA_URL = re.compile(r"data:[\w.+-]+/[\w.+-]+(?:;[\w=.+-]+)*;base64,[A-Za-z0-9+/=]+")
@@ -495,11 +495,6 @@ def _scrub(text: str) -> str:
     return _DATA_URL.sub("[data URL removed]", text)
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= _SUMMARY_MAX else line[: _SUMMARY_MAX - 1] + "…"
-
-
 def _tool_call(part: dict[str, Any], state: dict[str, Any]) -> ToolCall:
     """A stub from the tool's input; state.output, metadata and attachments are never read."""
     name = str(part.get("tool") or "tool")
@@ -514,4 +509,4 @@ def _tool_call(part: dict[str, Any], state: dict[str, Any]) -> ToolCall:
     if summary is None:
         pairs = [f"{k}={v}" for k, v in args.items() if isinstance(v, str | int | float | bool)]
         summary = " ".join(pairs) or (json.dumps(args, sort_keys=True) if args else "")
-    return ToolCall(name=name, summary=_one_line(summary), files=tuple(files))
+    return ToolCall(name=name, summary=one_line(summary), files=tuple(files))

@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "pi"
-STUB_MAX = 200
 HEADER_SCAN_LINES = 5
-_BASE64_RE = re.compile(r"^[A-Za-z0-9+/=_-]{64,}$")
 _FILE_NAME_UUID_RE = re.compile(r"_([0-9a-fA-F-]{36})$")
 _SEARCH_TOOLS = {"grep", "find", "ls"}
 _FILE_KEYS = ("path", "file_path", "filePath")
@@ -185,7 +184,7 @@ def _fill(session: Session, header: dict[str, Any], entries: list[dict[str, Any]
         elif role == "toolResult":
             last_message = message
         elif role == "bashExecution" and isinstance(message.get("command"), str):
-            call = ToolCall(name="bash", summary=_one_line(f"bash: {message['command']}"))
+            call = ToolCall(name="bash", summary=one_line(f"bash: {message['command']}"))
             session.turns.append(Turn(role="user", text="", tool_calls=[call], timestamp=stamp))
         else:
             session.skipped_records[f"message:{role if isinstance(role, str) else '<none>'}"] += 1
@@ -255,39 +254,15 @@ def tool_stub(name: str, args: Any, cwd: str | None) -> ToolCall:
         detail = arg("command")
     elif name in _SEARCH_TOOLS:
         pattern = f'"{arg("pattern")}"' if name == "grep" and arg("pattern") else arg("pattern")
-        where = _display_path(arg("path"), cwd) if arg("path") else ""
-        detail = " in ".join(p for p in (pattern, where) if p) or _short_args(args)
+        where = display_path(arg("path"), cwd) if arg("path") else ""
+        detail = " in ".join(p for p in (pattern, where) if p) or short_args(args)
     elif files:
-        detail = _display_path(files[0], cwd)
+        detail = display_path(files[0], cwd)
     elif key := next((k for k in ("command", "url", "query", "pattern", "description") if arg(k)), None):
         detail = arg(key)
     else:
-        detail = _short_args(args)
-    return ToolCall(name=name, summary=_one_line(f"{name}: {detail}"), files=files)
-
-
-def _short_args(args: dict[str, Any]) -> str:
-    def shorten(value: Any) -> Any:
-        if isinstance(value, str):
-            if value.startswith("data:") or _BASE64_RE.match(value):
-                return "<binary>"
-            return value if len(value) <= 60 else value[:57] + "..."
-        if isinstance(value, dict):
-            return {k: shorten(v) for k, v in list(value.items())[:6]}
-        if isinstance(value, list):
-            return [shorten(v) for v in value[:4]]
-        return value
-
-    return json.dumps(shorten(args), ensure_ascii=False, separators=(", ", ": "))
-
-
-def _display_path(path: str, cwd: str | None) -> str:
-    if cwd:
-        for sep in ("/", "\\"):
-            prefix = cwd.rstrip(sep) + sep
-            if path.startswith(prefix) and len(path) > len(prefix):
-                return path[len(prefix) :]
-    return path
+        detail = short_args(args)
+    return ToolCall(name=name, summary=one_line(f"{name}: {detail}"), files=files)
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -307,8 +282,3 @@ def _millis(value: Any) -> datetime | None:
         return datetime.fromtimestamp(value / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
-
-
-def _one_line(text: str, limit: int = STUB_MAX) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -240,3 +240,42 @@ class PurgeMemoryResponse(_message.Message):
     TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
     tombstone: Tombstone
     def __init__(self, tombstone: _Optional[_Union[Tombstone, _Mapping]] = ...) -> None: ...
+
+class RescanRedactionsRequest(_message.Message):
+    __slots__ = ("workspace", "dry_run")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    dry_run: bool
+    def __init__(self, workspace: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class RescanProgress(_message.Message):
+    __slots__ = ("memory_id", "workspace_id", "kinds", "new_version", "versions_scrubbed", "index", "total", "done", "changed", "findings")
+    class FindingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    NEW_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_SCRUBBED_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    workspace_id: str
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    new_version: int
+    versions_scrubbed: int
+    index: int
+    total: int
+    done: bool
+    changed: int
+    findings: _containers.ScalarMap[str, int]
+    def __init__(self, memory_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., new_version: _Optional[int] = ..., versions_scrubbed: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ..., done: _Optional[bool] = ..., changed: _Optional[int] = ..., findings: _Optional[_Mapping[str, int]] = ...) -> None: ...

@@ -80,6 +80,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryResponse.FromString,
                 _registered_method=True)
+        self.RescanRedactions = channel.unary_stream(
+                '/mnemo.ingest.v1.IngestService/RescanRedactions',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -149,6 +154,13 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RescanRedactions(self, request, context):
+        """RescanRedactions re-applies the current redaction rules to stored memories, streaming progress.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +208,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.PurgeMemory,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryResponse.SerializeToString,
+            ),
+            'RescanRedactions': grpc.unary_stream_rpc_method_handler(
+                    servicer.RescanRedactions,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -442,6 +459,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/PurgeMemory',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PurgeMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RescanRedactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RescanRedactions',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.FromString,
             options,
             channel_credentials,
             insecure,
