@@ -78,3 +78,25 @@ async def test_cli_harvest_run_and_status(harvest: Harvest) -> None:
     assert "claude-code  on  seen 1     harvested 1" in out and f"roots: {harvest.projects}" in out
     code, out, err = await mnemo(harvest.stack, "harvest", "run", "--agent", "vim")
     assert code == 2 and "invalid choice" in err
+
+
+async def test_status_names_failed_sessions_with_their_error(harvest: Harvest) -> None:
+    await register(harvest, "/work/fail")
+    fine = conversation(harvest.projects, "/work/fail", "stint").write()
+    assert (await harvest.outcome(fine.session_id)).outcome == "harvested"
+    # Ingest goes down: the next session cannot be written, and says so.
+    await harvest.stack.ingest.stop()
+    broken = conversation(harvest.projects, "/work/fail", "godwit").write()
+    failed = await harvest.outcome(broken.session_id)
+    assert failed.outcome == "failed" and failed.detail.startswith("ingest: UNAVAILABLE")
+    async with httpx.AsyncClient(base_url=harvest.stack.base_url + "/api/v1") as http:
+        status = (await http.get("/harvest/status")).json()
+    claude = next(a for a in status["agents"] if a["agent"] == "claude-code")
+    assert claude["failed"] == 1 and claude["harvested"] == 1
+    assert [(f["session_id"], f["state"]) for f in claude["failures"]] == [(broken.session_id, "failed")]
+    assert claude["failures"][0]["detail"].startswith("ingest: UNAVAILABLE")
+    code, out, err = await mnemo(harvest.stack, "harvest", "status")
+    assert code == 0, err
+    assert f"failed {broken.session_id}: ingest: UNAVAILABLE" in out
+    code, out, _ = await mnemo(harvest.stack, "harvest", "run")
+    assert code == 1 and "1 failed" in out

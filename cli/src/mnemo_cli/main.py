@@ -390,6 +390,8 @@ def cmd_harvest_status(args: argparse.Namespace) -> int:
             f"active {agent['active']:<4} failed {agent['failed']:<4} skipped: {skipped}"
         )
         print(f"{'':<16}roots: {', '.join(agent['roots'])}")
+        for failure in agent["failures"]:
+            print(f"{'':<16}failed {failure['session_id']}: {failure['detail']}")
     if status["unregistered"]:
         print("sessions skipped because no workspace is registered for their directory:")
         for cwd in status["unregistered"]:

@@ -127,6 +127,14 @@ def _plain(message: Any) -> dict[str, Any]:
     )
 
 
+def _source_json(source: harvest_pb.Source) -> dict[str, Any]:
+    item = _plain(source)
+    item["size"] = source.size  # int64 would otherwise be a string
+    item["updated_at"] = _iso(source.updated_at)
+    item["harvested_at"] = _iso(source.harvested_at)
+    return item
+
+
 async def _streamed(stream: Any) -> AsyncIterator[dict[str, Any]]:
     """A server-streaming call's messages as JSON, its failure as a CallError."""
     try:
@@ -501,6 +509,8 @@ class Operations:
         data = _plain(response)
         data["archive_bytes"] = response.archive_bytes
         data["last_run_at"] = _iso(response.last_run_at)
+        for agent, status in zip(data["agents"], response.agents, strict=True):
+            agent["failures"] = [_source_json(f) for f in status.failures]
         return data
 
     async def harvest_sources(self, agent: str, state: str, page_size: int, page_token: str) -> dict[str, Any]:
@@ -510,14 +520,7 @@ class Operations:
             self._harvest().ListSources,
             harvest_pb.ListSourcesRequest(agent=agent, state=state, page_size=page_size, page_token=page_token),
         )
-        sources = []
-        for source in response.sources:
-            item = _plain(source)
-            item["size"] = source.size
-            item["updated_at"] = _iso(source.updated_at)
-            item["harvested_at"] = _iso(source.harvested_at)
-            sources.append(item)
-        return {"sources": sources, "next_page_token": response.next_page_token}
+        return {"sources": [_source_json(s) for s in response.sources], "next_page_token": response.next_page_token}
 
     async def list_workspaces(self) -> dict[str, Any]:
         response = await call(self.backends.search.ListWorkspaces, search_pb.ListWorkspacesRequest())

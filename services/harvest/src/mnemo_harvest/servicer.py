@@ -32,7 +32,7 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
             yield progress
 
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:
-        rows = await self.pool.fetch("SELECT agent, state, detail FROM harvest_sources")
+        rows = await self.pool.fetch("SELECT * FROM harvest_sources ORDER BY mtime DESC NULLS LAST")
         unregistered = await self.pool.fetch(
             "SELECT DISTINCT cwd FROM harvest_sources WHERE state = 'skipped' AND detail LIKE 'no-workspace:%' "
             "AND cwd IS NOT NULL ORDER BY cwd"
@@ -59,6 +59,7 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
                 active=states["active"],
                 failed=states["failed"],
                 skipped=dict(reasons),
+                failures=[_source(r) for r in mine if r["state"] == "failed"][:10],
             )
         return response
 
@@ -88,20 +89,20 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
         )
         page = rows[:size]
         return pb.ListSourcesResponse(
-            sources=[
-                pb.Source(
-                    agent=r["agent"],
-                    session_id=r["session_id"],
-                    path=r["path"],
-                    workspace_id=r["workspace_id"] or "",
-                    state=r["state"],
-                    detail=r["detail"] or "",
-                    memory_id=str(r["memory_id"]) if r["memory_id"] else "",
-                    size=r["size"],
-                    updated_at=timestamp(r["mtime"]),
-                    harvested_at=timestamp(r["harvested_at"]),
-                )
-                for r in page
-            ],
-            next_page_token=str(offset + size) if len(rows) > size else "",
+            sources=[_source(r) for r in page], next_page_token=str(offset + size) if len(rows) > size else ""
         )
+
+
+def _source(r: asyncpg.Record) -> pb.Source:
+    return pb.Source(
+        agent=r["agent"],
+        session_id=r["session_id"],
+        path=r["path"],
+        workspace_id=r["workspace_id"] or "",
+        state=r["state"],
+        detail=r["detail"] or "",
+        memory_id=str(r["memory_id"]) if r["memory_id"] else "",
+        size=r["size"],
+        updated_at=timestamp(r["mtime"]),
+        harvested_at=timestamp(r["harvested_at"]),
+    )

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mnemo/harvest/v1/harvest_service.proto\x12\x10mnemo.harvest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n\nRunRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x13\n\x0bignore_idle\x18\x02 \x01(\x08\"\xc4\x01\n\x0bRunProgress\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\x05\x12\r\n\x05total\x18\x06 \x01(\x05\x12\x0c\n\x04\x64one\x18\x07 \x01(\x08\x12\x11\n\tharvested\x18\x08 \x01(\x05\x12\x0f\n\x07skipped\x18\t \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\n \x01(\x05\x12\x11\n\tmemory_id\x18\x0b \x01(\t\"\x0f\n\rStatusRequest\"\xf2\x01\n\x0b\x41gentStatus\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\r\n\x05roots\x18\x03 \x03(\t\x12\x14\n\x0csources_seen\x18\x04 \x01(\x05\x12\x11\n\tharvested\x18\x05 \x01(\x05\x12\x0e\n\x06\x61\x63tive\x18\x06 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x07 \x01(\x05\x12;\n\x07skipped\x18\x08 \x03(\x0b\x32*.mnemo.harvest.v1.AgentStatus.SkippedEntry\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xd1\x01\n\x0eStatusResponse\x12-\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1d.mnemo.harvest.v1.AgentStatus\x12/\n\x0blast_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ninterval_s\x18\x03 \x01(\x01\x12\x0e\n\x06idle_s\x18\x04 \x01(\x01\x12\x14\n\x0cunregistered\x18\x05 \x03(\t\x12\x15\n\rarchive_bytes\x18\x06 \x01(\x03\x12\x0e\n\x06paused\x18\x07 \x01(\t\"\xf1\x01\n\x06Source\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12\x0c\n\x04size\x18\x08 \x01(\x03\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0charvested_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Y\n\x12ListSourcesRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x13ListSourcesResponse\x12)\n\x07sources\x18\x01 \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xff\x01\n\x0eHarvestService\x12\x44\n\x03Run\x12\x1c.mnemo.harvest.v1.RunRequest\x1a\x1d.mnemo.harvest.v1.RunProgress0\x01\x12K\n\x06Status\x12\x1f.mnemo.harvest.v1.StatusRequest\x1a .mnemo.harvest.v1.StatusResponse\x12Z\n\x0bListSources\x12$.mnemo.harvest.v1.ListSourcesRequest\x1a%.mnemo.harvest.v1.ListSourcesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mnemo/harvest/v1/harvest_service.proto\x12\x10mnemo.harvest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n\nRunRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x13\n\x0bignore_idle\x18\x02 \x01(\x08\"\xc4\x01\n\x0bRunProgress\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\x05\x12\r\n\x05total\x18\x06 \x01(\x05\x12\x0c\n\x04\x64one\x18\x07 \x01(\x08\x12\x11\n\tharvested\x18\x08 \x01(\x05\x12\x0f\n\x07skipped\x18\t \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\n \x01(\x05\x12\x11\n\tmemory_id\x18\x0b \x01(\t\"\x0f\n\rStatusRequest\"\x9e\x02\n\x0b\x41gentStatus\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\r\n\x05roots\x18\x03 \x03(\t\x12\x14\n\x0csources_seen\x18\x04 \x01(\x05\x12\x11\n\tharvested\x18\x05 \x01(\x05\x12\x0e\n\x06\x61\x63tive\x18\x06 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x07 \x01(\x05\x12;\n\x07skipped\x18\x08 \x03(\x0b\x32*.mnemo.harvest.v1.AgentStatus.SkippedEntry\x12*\n\x08\x66\x61ilures\x18\t \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xd1\x01\n\x0eStatusResponse\x12-\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1d.mnemo.harvest.v1.AgentStatus\x12/\n\x0blast_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ninterval_s\x18\x03 \x01(\x01\x12\x0e\n\x06idle_s\x18\x04 \x01(\x01\x12\x14\n\x0cunregistered\x18\x05 \x03(\t\x12\x15\n\rarchive_bytes\x18\x06 \x01(\x03\x12\x0e\n\x06paused\x18\x07 \x01(\t\"\xf1\x01\n\x06Source\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12\x0c\n\x04size\x18\x08 \x01(\x03\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0charvested_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Y\n\x12ListSourcesRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x13ListSourcesResponse\x12)\n\x07sources\x18\x01 \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xff\x01\n\x0eHarvestService\x12\x44\n\x03Run\x12\x1c.mnemo.harvest.v1.RunRequest\x1a\x1d.mnemo.harvest.v1.RunProgress0\x01\x12K\n\x06Status\x12\x1f.mnemo.harvest.v1.StatusRequest\x1a .mnemo.harvest.v1.StatusResponse\x12Z\n\x0bListSources\x12$.mnemo.harvest.v1.ListSourcesRequest\x1a%.mnemo.harvest.v1.ListSourcesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,17 +41,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUSREQUEST']._serialized_start=342
   _globals['_STATUSREQUEST']._serialized_end=357
   _globals['_AGENTSTATUS']._serialized_start=360
-  _globals['_AGENTSTATUS']._serialized_end=602
-  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_start=556
-  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_end=602
-  _globals['_STATUSRESPONSE']._serialized_start=605
-  _globals['_STATUSRESPONSE']._serialized_end=814
-  _globals['_SOURCE']._serialized_start=817
-  _globals['_SOURCE']._serialized_end=1058
-  _globals['_LISTSOURCESREQUEST']._serialized_start=1060
-  _globals['_LISTSOURCESREQUEST']._serialized_end=1149
-  _globals['_LISTSOURCESRESPONSE']._serialized_start=1151
-  _globals['_LISTSOURCESRESPONSE']._serialized_end=1240
-  _globals['_HARVESTSERVICE']._serialized_start=1243
-  _globals['_HARVESTSERVICE']._serialized_end=1498
+  _globals['_AGENTSTATUS']._serialized_end=646
+  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_start=600
+  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_end=646
+  _globals['_STATUSRESPONSE']._serialized_start=649
+  _globals['_STATUSRESPONSE']._serialized_end=858
+  _globals['_SOURCE']._serialized_start=861
+  _globals['_SOURCE']._serialized_end=1102
+  _globals['_LISTSOURCESREQUEST']._serialized_start=1104
+  _globals['_LISTSOURCESREQUEST']._serialized_end=1193
+  _globals['_LISTSOURCESRESPONSE']._serialized_start=1195
+  _globals['_LISTSOURCESRESPONSE']._serialized_end=1284
+  _globals['_HARVESTSERVICE']._serialized_start=1287
+  _globals['_HARVESTSERVICE']._serialized_end=1542
 # @@protoc_insertion_point(module_scope)

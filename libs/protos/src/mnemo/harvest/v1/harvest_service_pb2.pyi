@@ -48,7 +48,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("agent", "enabled", "roots", "sources_seen", "harvested", "active", "failed", "skipped")
+    __slots__ = ("agent", "enabled", "roots", "sources_seen", "harvested", "active", "failed", "skipped", "failures")
     class SkippedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class AgentStatus(_message.Message):
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
     agent: str
     enabled: bool
     roots: _containers.RepeatedScalarFieldContainer[str]
@@ -72,7 +73,8 @@ class AgentStatus(_message.Message):
     active: int
     failed: int
     skipped: _containers.ScalarMap[str, int]
-    def __init__(self, agent: _Optional[str] = ..., enabled: _Optional[bool] = ..., roots: _Optional[_Iterable[str]] = ..., sources_seen: _Optional[int] = ..., harvested: _Optional[int] = ..., active: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    failures: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, agent: _Optional[str] = ..., enabled: _Optional[bool] = ..., roots: _Optional[_Iterable[str]] = ..., sources_seen: _Optional[int] = ..., harvested: _Optional[int] = ..., active: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., failures: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("agents", "last_run_at", "interval_s", "idle_s", "unregistered", "archive_bytes", "paused")
