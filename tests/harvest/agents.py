@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mnemo_harvest.model import Session
+
 
 def claude_dir_name(cwd: str) -> str:
     # Claude Code's own (lossy) encoding of the working directory; readers must not rely on it.
@@ -96,3 +98,27 @@ def conversation(root: Path, cwd: str, topic: str) -> ClaudeSession:
             f"LESSON: check the backup window before scheduling {topic} cron jobs."
         )
     )
+
+
+# -- reading a parsed Session back ----------------------------------------------------------------
+
+
+def roles(session: Session) -> tuple[int, int]:
+    return (
+        sum(t.role == "user" for t in session.turns),
+        sum(t.role == "assistant" for t in session.turns),
+    )
+
+
+def stubs(session: Session) -> list[str]:
+    return [call.summary for turn in session.turns for call in turn.tool_calls]
+
+
+def all_text(session: Session) -> str:
+    """Everything a Session carries as text, children included: what could reach memory."""
+    parts = [session.title or ""]
+    for turn in session.turns:
+        parts.append(turn.text)
+        parts += [f"{c.name} {c.summary} {' '.join(c.files)}" for c in turn.tool_calls]
+    parts += [all_text(child) for child in session.subagents]
+    return "\n".join(parts)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mnemo_harvest.model import Session
 from mnemo_harvest.readers.claude import ClaudeCodeReader
+from tests.harvest.agents import all_text, roles, stubs
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sessions" / "claude-code"
 PROJECTS = FIXTURES / "claude-code-log" / "projects"
@@ -24,27 +25,6 @@ SAMPLE = FIXTURES / "claude-code-transcripts" / "sample_session.jsonl"
 def read(path: Path, reader: ClaudeCodeReader | None = None) -> Session:
     reader = reader or ClaudeCodeReader([PROJECTS])
     return reader.read(reader.ref_for(path))
-
-
-def roles(session: Session) -> tuple[int, int]:
-    return (
-        sum(t.role == "user" for t in session.turns),
-        sum(t.role == "assistant" for t in session.turns),
-    )
-
-
-def stubs(session: Session) -> list[str]:
-    return [call.summary for turn in session.turns for call in turn.tool_calls]
-
-
-def all_text(session: Session) -> str:
-    """Everything a Session carries as text, children included: what could reach memory."""
-    parts = [session.title or ""]
-    for turn in session.turns:
-        parts.append(turn.text)
-        parts += [f"{c.name} {c.summary} {' '.join(c.files)}" for c in turn.tool_calls]
-    parts += [all_text(child) for child in session.subagents]
-    return "\n".join(parts)
 
 
 def test_showcase_session_has_its_id_cwd_model_turns_and_mcp_stubs() -> None:

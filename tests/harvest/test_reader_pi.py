@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mnemo_harvest.model import Session
 from mnemo_harvest.readers.pi import PiReader
+from tests.harvest.agents import all_text, roles, stubs
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sessions" / "pi"
 V1 = FIXTURES / "v1-real" / "sessions"
@@ -24,25 +25,6 @@ LARGE_V3 = V3 / FOLDER / f"2025-11-20T23-33-50-805Z_{LARGE_ID}.jsonl"
 def read(path: Path) -> Session:
     reader = PiReader(path.parent.parent)
     return reader.read(reader.ref_for(path))
-
-
-def roles(session: Session) -> tuple[int, int]:
-    return (
-        sum(t.role == "user" for t in session.turns),
-        sum(t.role == "assistant" for t in session.turns),
-    )
-
-
-def stubs(session: Session) -> list[str]:
-    return [call.summary for turn in session.turns for call in turn.tool_calls]
-
-
-def all_text(session: Session) -> str:
-    parts = [session.title or ""]
-    for turn in session.turns:
-        parts.append(turn.text)
-        parts += [f"{c.name} {c.summary} {' '.join(c.files)}" for c in turn.tool_calls]
-    return "\n".join(parts)
 
 
 def write_session(path: Path, header: dict[str, object], entries: list[dict[str, object]]) -> Path:

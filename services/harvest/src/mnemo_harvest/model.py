@@ -127,3 +127,21 @@ def digest(*parts: bytes) -> str:
     for part in parts:
         h.update(part)
     return h.hexdigest()
+
+
+def descendants(root: str, children: dict[str, list[str]]) -> list[str]:
+    """Children, grandchildren... of `root`, breadth first, siblings in the order `children` lists
+    them (each reader sorts them stably, since content digests depend on the order)."""
+    order: list[str] = []
+    seen = {root}
+    frontier = [root]
+    while frontier:
+        nxt: list[str] = []
+        for node in frontier:
+            for child in children.get(node, []):
+                if child not in seen:
+                    seen.add(child)
+                    order.append(child)
+                    nxt.append(child)
+        frontier = nxt
+    return order

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import zstandard
 
-from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants, digest
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "codex"
@@ -105,7 +105,7 @@ class CodexReader:
             rollout = threads[thread_id]
             if rollout.parent_id is not None and rollout.parent_id in threads:
                 continue
-            family = [rollout, *(threads[c] for c in _descendants(thread_id, children))]
+            family = [rollout, *(threads[c] for c in descendants(thread_id, children))]
             yield SourceRef(
                 agent=AGENT,
                 key=thread_id,
@@ -196,7 +196,7 @@ class CodexReader:
         children = _children_by_parent(threads)
         parsed: dict[str, _Parsed] = {ref.key: root}
         parts = [root.data]
-        for child_id in _descendants(ref.key, children):
+        for child_id in descendants(ref.key, children):
             child = threads[child_id]
             try:
                 child_parsed = _parse(child.path)
@@ -313,23 +313,6 @@ def _children_by_parent(threads: dict[str, _Rollout]) -> dict[str, list[str]]:
         if parent is not None and parent in threads and parent != thread_id:
             children.setdefault(parent, []).append(thread_id)
     return children
-
-
-def _descendants(root: str, children: dict[str, list[str]]) -> list[str]:
-    """Children, grandchildren... breadth first, siblings by id: the stable order digests rely on."""
-    order: list[str] = []
-    seen = {root}
-    frontier = [root]
-    while frontier:
-        nxt: list[str] = []
-        for node in frontier:
-            for child in children.get(node, []):
-                if child not in seen:
-                    seen.add(child)
-                    order.append(child)
-                    nxt.append(child)
-        frontier = nxt
-    return order
 
 
 # -- parsing -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants, digest
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "opencode"
@@ -98,7 +98,7 @@ class OpenCodeReader:
         for info in sorted(sessions.values(), key=_order):
             if info.parent_id is not None and info.parent_id in sessions:
                 continue
-            family = [info, *(sessions[c] for c in _descendants(info.id, children))]
+            family = [info, *(sessions[c] for c in descendants(info.id, children))]
             yield SourceRef(
                 agent=AGENT,
                 key=info.id,
@@ -152,7 +152,7 @@ class OpenCodeReader:
             raise FileNotFoundError(f"opencode session {ref.key} is gone from {ref.path}")
         children = _children_by_parent(sessions)
         built: list[tuple[Session, bytes, int]] = []
-        for listed in [root, *(sessions[c] for c in _descendants(root.id, children))]:
+        for listed in [root, *(sessions[c] for c in descendants(root.id, children))]:
             loaded = self._load(listed)
             if loaded is None:
                 if listed is root:
@@ -406,23 +406,6 @@ def _children_by_parent(sessions: dict[str, _SessionInfo]) -> dict[str, list[str
         if info.parent_id is not None and info.parent_id in sessions and info.parent_id != info.id:
             children.setdefault(info.parent_id, []).append(info.id)
     return children
-
-
-def _descendants(root: str, children: dict[str, list[str]]) -> list[str]:
-    """Children, grandchildren... breadth first, siblings by creation time: a stable order."""
-    order: list[str] = []
-    seen = {root}
-    frontier = [root]
-    while frontier:
-        nxt: list[str] = []
-        for node in frontier:
-            for child in children.get(node, []):
-                if child not in seen:
-                    seen.add(child)
-                    order.append(child)
-                    nxt.append(child)
-        frontier = nxt
-    return order
 
 
 def _datetime(ms: int | None) -> datetime | None:
