@@ -157,7 +157,14 @@ class GrpcServer:
     async def start(self) -> None:
         server = grpc.aio.server(
             interceptors=[
-                aio_server_interceptor(filter_=filters.negate(filters.health_check())),
+                # Health and reflection are plumbing, not work worth a trace. Reflection is also a
+                # bidi stream clients drop after one answer; OTel's wrapper then closes the stream's
+                # generator in another context and logs "Failed to detach context" as an error.
+                aio_server_interceptor(
+                    filter_=filters.negate(
+                        filters.any_of(filters.health_check(), filters.service_prefix("grpc.reflection"))
+                    )
+                ),
                 RequestLogInterceptor(),
                 ErrorMappingInterceptor(),
             ],
