@@ -15,6 +15,8 @@ from typing import Any
 
 import asyncpg
 import grpc
+from mcp.client.client import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
@@ -160,8 +162,10 @@ MCP_TOOLS = frozenset(
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 
 
-async def mnemo(stack: Stack, *args: str, stdin: str | None = None, cwd: str | None = None) -> tuple[int, str, str]:
-    """Runs the `mnemo` CLI against the stack's gateway: (exit code, stdout, stderr)."""
+async def mnemo(
+    stack: Stack, *args: str, stdin: str | None = None, cwd: str | None = None, token: str = ""
+) -> tuple[int, str, str]:
+    """Runs the `mnemo` CLI against the stack's gateway (as `token`, if given): (exit code, stdout, stderr)."""
     # An asyncio subprocess: the stack under test runs on this same event loop.
     process = await asyncio.create_subprocess_exec(
         MNEMO,
@@ -169,7 +173,7 @@ async def mnemo(stack: Stack, *args: str, stdin: str | None = None, cwd: str | N
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MNEMO_URL": stack.base_url},
+        env={**os.environ, "MNEMO_URL": stack.base_url, "MNEMO_TOKEN": token},
         cwd=cwd,
     )
     out, err = await process.communicate(stdin.encode() if stdin is not None else None)
@@ -178,6 +182,14 @@ async def mnemo(stack: Stack, *args: str, stdin: str | None = None, cwd: str | N
 
 def mcp_url(stack: Stack, workspace: str | None = None) -> str:
     return f"{stack.base_url}/mcp" + (f"?workspace={workspace}" if workspace else "")
+
+
+def mcp_client(stack: Stack, workspace: str | None = None, token: str = "") -> Client:
+    """The real MCP client over HTTP, sending `Authorization: Bearer <token>` when given."""
+    if not token:
+        return Client(mcp_url(stack, workspace))
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(mcp_url(stack, workspace), http_client=http))
 
 
 def tool_json(result: Any) -> Any:

@@ -11,9 +11,10 @@ from mnemo_cli.errors import ClientError
 
 
 class GatewayClient:
-    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 30.0, token: str = "") -> None:
         self.base_url = base_url
-        self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url, timeout=timeout_s, headers=headers)
 
     def stream_lines(self, method: str, path: str, **kwargs: Any) -> Iterator[str]:
         """A streamed (NDJSON) response, line by line; errors as for request()."""
@@ -54,4 +55,6 @@ class GatewayClient:
             body = None
         error = (body or {}).get("error", {}) if isinstance(body, dict) else {}
         message = error.get("message") or response.text[:500] or response.reason_phrase
+        if response.status_code == 401:
+            message += " (set MNEMO_TOKEN to a token from `mnemo token create`)"
         raise ClientError(f"{error.get('code', response.status_code)}: {message}")

@@ -35,7 +35,7 @@ def _client() -> GatewayClient:
     from mnemo_cli.client import GatewayClient
 
     settings = load(ClientSettings)
-    return GatewayClient(settings.resolved_url(load(GatewaySettings)))
+    return GatewayClient(settings.resolved_url(load(GatewaySettings)), token=settings.token)
 
 
 def _print_json(data: Any) -> None:
@@ -374,6 +374,42 @@ def cmd_redact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token_create(args: argparse.Namespace) -> int:
+    workspaces = args.workspace or []
+    if not workspaces and args.role == "admin":
+        workspaces = ["*"]
+    workspaces = [_workspace_ref(w) or w for w in workspaces]
+    body = {"principal": args.principal or args.role, "role": args.role, "workspaces": workspaces, "label": args.label}
+    result = _client().request("POST", "/tokens", json=body)
+    if args.json:
+        _print_json(result)
+        return 0
+    token = result["token"]
+    print(
+        f"token {token['id']} for {token['principal']} ({token['role']}; workspaces {', '.join(token['workspaces'])})"
+    )
+    print("It is shown only now; store it where the agent reads it (MNEMO_TOKEN, or the MCP client's headers):")
+    print(result["secret"])
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    tokens = _client().request("GET", "/tokens")["tokens"]
+    if args.json:
+        _print_json(tokens)
+        return 0
+    for t in tokens:
+        state = f"revoked {t['revoked_at']}" if t["revoked_at"] else f"last used {t['last_used_at'] or 'never'}"
+        print(f"{t['id']}  {t['principal']:<16} {t['role']:<8} {','.join(t['workspaces']):<30} {state}  {t['label']}")
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    token = _client().request("DELETE", f"/tokens/{args.id}")["token"]
+    print(f"revoked {token['id']} ({token['principal']}, {token['role']}) at {token['revoked_at']}")
+    return 0
+
+
 def cmd_harvest_status(args: argparse.Namespace) -> int:
     status = _client().request("GET", "/harvest/status")
     if args.json:
@@ -538,6 +574,23 @@ def build_parser() -> argparse.ArgumentParser:
     ws_list.add_argument("--json", action="store_true")
     ws_list.set_defaults(func=cmd_workspace_list)
 
+    token = sub.add_parser("token", help="bearer tokens: create, list, revoke (admin)")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    token_create = token_sub.add_parser("create", help="issue a token; it is printed once")
+    token_create.add_argument("--role", choices=["agent", "reviewer", "admin"], required=True)
+    token_create.add_argument(
+        "--workspace", "-w", action="append", help="a workspace it may touch (repeat for more; * for admins)"
+    )
+    token_create.add_argument("--principal", help="who holds it (default: the role's name)")
+    token_create.add_argument("--label", default="", help="a note: which machine or agent")
+    token_create.add_argument("--json", action="store_true")
+    token_create.set_defaults(func=cmd_token_create)
+    token_list = token_sub.add_parser("list", help="every token, live and revoked")
+    token_list.add_argument("--json", action="store_true")
+    token_list.set_defaults(func=cmd_token_list)
+    token_revoke = token_sub.add_parser("revoke", help="end a token at once")
+    token_revoke.add_argument("id")
+    token_revoke.set_defaults(func=cmd_token_revoke)
     redact = sub.add_parser("redact", help="re-apply the current redaction rules to stored memories (--rescan)")
     redact.add_argument("--rescan", action="store_true", help="scan every stored memory (or one workspace's)")
     redact.add_argument("--workspace", help="only this workspace (id, name or path); every workspace by default")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,8 +12,10 @@ from typing import Any
 import structlog
 
 from mnemo_gateway import GatewayApp
+from mnemo_gateway.app import check_exposure
 from mnemo_platform import Component, load
 from mnemo_platform.config import (
+    AuthSettings,
     DatabaseSettings,
     EmbeddingSettings,
     GatewaySettings,
@@ -23,6 +26,7 @@ from mnemo_platform.config import (
     SummarizerSettings,
     TrustSettings,
 )
+from mnemo_platform.context import auth_state, configure_auth
 
 log = structlog.get_logger("mnemo.up")
 
@@ -42,9 +46,10 @@ def _load_backends() -> dict[str, Any]:
     from mnemo_harvest.app import HarvestApp
     from mnemo_ingest import IngestApp
     from mnemo_search import SearchApp
-    from mnemo_store import EmbeddedPostgres
+    from mnemo_store import EmbeddedPostgres, bootstrap_admin_token
 
     return {
+        "bootstrap_admin_token": bootstrap_admin_token,
         "build_embedder": build_embedder,
         "IngestApp": IngestApp,
         "SearchApp": SearchApp,
@@ -66,6 +71,7 @@ class StackConfig:
     trust: TrustSettings
     harvest: HarvestSettings
     summarizer: SummarizerSettings
+    auth: AuthSettings = field(default_factory=AuthSettings)
     ingest_addr: str = FREE_PORT
     search_addr: str = FREE_PORT
     harvest_addr: str = FREE_PORT
@@ -74,13 +80,16 @@ class StackConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> StackConfig:
         addresses = load(ServiceAddresses, environ)
+        gateway, auth = load(GatewaySettings, environ), load(AuthSettings, environ)
+        check_exposure(gateway, auth)
         return cls(
             database=load(DatabaseSettings, environ),
             embedding=load(EmbeddingSettings, environ),
             ingest=load(IngestSettings, environ),
             search=load(SearchSettings, environ),
             addresses=addresses,
-            gateway=load(GatewaySettings, environ),
+            gateway=gateway,
+            auth=auth,
             trust=load(TrustSettings, environ),
             harvest=load(HarvestSettings, environ),
             summarizer=load(SummarizerSettings, environ),
@@ -110,7 +119,10 @@ class Stack:
     harvest: Any = None
     gateway: GatewayApp | None = None
     dsn: str = ""
+    bootstrap_token: str = ""
+    """bootstrap_token is the admin token `mnemo up` created (auth on, no admin yet), to print once."""
     _started: list[Component] = field(default_factory=list)
+    _auth_before: tuple[str, bool] | None = None
 
     async def _start(self, component: Component) -> None:
         await component.start()
@@ -122,6 +134,10 @@ class Stack:
         ingest_addr = reserve_loopback_address() if cfg.ingest_addr == FREE_PORT else cfg.ingest_addr
         search_addr = reserve_loopback_address() if cfg.search_addr == FREE_PORT else cfg.search_addr
         harvest_addr = reserve_loopback_address() if cfg.harvest_addr == FREE_PORT else cfg.harvest_addr
+        # The services of one `mnemo up` share a process, hence one secret: generated unless given.
+        self._auth_before = auth_state()
+        secret = cfg.auth.internal_secret or (secrets.token_hex(32) if cfg.auth.enabled else "")
+        configure_auth(secret, required=cfg.auth.enabled)
         try:
             self.gateway = GatewayApp(
                 cfg.gateway,
@@ -131,6 +147,7 @@ class Stack:
                 search_addr,
                 cfg.addresses.call_timeout_s,
                 harvest_target=harvest_addr,
+                auth=cfg.auth,
             )
             await self._start(self.gateway)
             parts = await asyncio.to_thread(_load_backends)
@@ -161,6 +178,8 @@ class Stack:
                 cfg.ingest.max_content_bytes,
             )
             await self._start(self.harvest)
+            if cfg.auth.enabled:
+                self.bootstrap_token = await parts["bootstrap_admin_token"](self.dsn)
         except BaseException:
             await self.stop()
             raise
@@ -181,6 +200,9 @@ class Stack:
                 await component.stop()
             except Exception:
                 log.exception("component_stop_failed", component=component.name)
+        if self._auth_before is not None:
+            configure_auth(*self._auth_before)
+            self._auth_before = None
 
     @property
     def base_url(self) -> str:

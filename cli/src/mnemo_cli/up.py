@@ -28,7 +28,15 @@ Stop with Ctrl-C.
 """,
         flush=True,
     )
+    if stack.bootstrap_token:
+        print(
+            f"""Authentication is on and there was no admin token, so one was created. It is shown only now:
+  MNEMO_TOKEN={stack.bootstrap_token}
+Create agent tokens with it: MNEMO_TOKEN=… mnemo token create --role agent --workspace PATH
+""",
+            flush=True,
+        )
 
 
 def run_up() -> int:
-    return run_process("up", lambda: [Stack(StackConfig.from_env(os.environ))], on_ready=announce)
+    return run_process("up", lambda: [Stack(StackConfig.from_env(os.environ))], on_ready=announce, configures_auth=True)

@@ -12,12 +12,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mnemo_platform.channels import open_channel, service_config
     from mnemo_platform.context import (
+        ALL_WORKSPACES,
         LOCAL_PRINCIPAL,
         PRINCIPAL_KEY,
         REQUEST_ID_KEY,
+        ROLES,
         CallContext,
+        auth_required,
+        configure_auth,
         current_call,
         new_request_id,
+        require_workspace,
         reset_call,
         set_call,
     )
@@ -40,6 +45,11 @@ if TYPE_CHECKING:
     from mnemo_platform.telemetry import configure_tracing, current_trace_id, shutdown_tracing, tracer
 
 _EXPORTS = {
+    "ALL_WORKSPACES": "mnemo_platform.context",
+    "ROLES": "mnemo_platform.context",
+    "auth_required": "mnemo_platform.context",
+    "configure_auth": "mnemo_platform.context",
+    "require_workspace": "mnemo_platform.context",
     "AlreadyExists": "mnemo_platform.errors",
     "CallContext": "mnemo_platform.context",
     "Component": "mnemo_platform.runner",
@@ -78,9 +88,11 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ALL_WORKSPACES",
     "LOCAL_PRINCIPAL",
     "PRINCIPAL_KEY",
     "REQUEST_ID_KEY",
+    "ROLES",
     "AlreadyExists",
     "CallContext",
     "Component",
@@ -95,6 +107,8 @@ __all__ = [
     "SettingsError",
     "Unauthenticated",
     "Unavailable",
+    "auth_required",
+    "configure_auth",
     "configure_logging",
     "configure_tracing",
     "current_call",
@@ -106,6 +120,7 @@ __all__ = [
     "load",
     "new_request_id",
     "open_channel",
+    "require_workspace",
     "reset_call",
     "run_until_signalled",
     "service_config",

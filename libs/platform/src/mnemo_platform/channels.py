@@ -12,21 +12,32 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from mnemo_platform.context import current_call
 
 
-class _CallDefaults(grpc.aio.UnaryUnaryClientInterceptor):
-    """Adds the default deadline when a call sets none, and the caller's principal and request id."""
+class _CallDefaults:
+    """Adds the default deadline when a call sets none, and the caller's (signed) principal and request id."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
 
-    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[override]
+    def details(self, client_call_details: Any, timeout_s: float | None) -> Any:
         metadata = list(client_call_details.metadata or [])
         present = {key for key, _ in metadata}
         metadata.extend(item for item in current_call().metadata() if item[0] not in present)
-        details = client_call_details._replace(
-            timeout=client_call_details.timeout if client_call_details.timeout is not None else self.timeout_s,
+        return client_call_details._replace(
+            timeout=client_call_details.timeout if client_call_details.timeout is not None else timeout_s,
             metadata=grpc.aio.Metadata(*metadata),
         )
-        return await continuation(details, request)
+
+
+class _UnaryDefaults(_CallDefaults, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[override]
+        return await continuation(self.details(client_call_details, self.timeout_s), request)
+
+
+class _StreamDefaults(_CallDefaults, grpc.aio.UnaryStreamClientInterceptor):
+    # Streamed replies (a harvest run, a redaction rescan) need the principal just the same; their
+    # deadline is the service config's per-method one (they run long), not the unary default.
+    async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[override]
+        return await continuation(self.details(client_call_details, None), request)
 
 
 def service_config(
@@ -87,5 +98,5 @@ def open_channel(
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],
-        interceptors=[*aio_client_interceptors(), _CallDefaults(timeout_s)],
+        interceptors=[*aio_client_interceptors(), _UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],
     )

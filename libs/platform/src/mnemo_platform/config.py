@@ -461,6 +461,41 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True)
+class AuthSettings:
+    """Who may call: bearer tokens bound to roles and workspaces, and the secret the services share."""
+
+    mode: str = setting(
+        "MNEMO_AUTH",
+        "off",
+        "`on`: every MCP and REST request needs a bearer token, and every gRPC call a signed principal. "
+        "`off`: single-user local mode, allowed on loopback only.",
+        one_of("on", "off"),
+    )
+    internal_secret: str = setting(
+        "MNEMO_INTERNAL_SECRET",
+        "",
+        "Secret the services sign and check the caller's principal with; required with `MNEMO_AUTH=on` "
+        "(`mnemo up` generates one for its own services).",
+    )
+    unsafe_no_auth: bool = setting(
+        "MNEMO_UNSAFE_NO_AUTH",
+        False,
+        "Let the gateway listen on a non-loopback address with `MNEMO_AUTH=off` (logs a loud warning).",
+        parse_bool,
+    )
+    rate_per_minute: int = setting(
+        "MNEMO_RATE_LIMIT_PER_MIN",
+        600,
+        "Requests per minute each token may make (a token bucket; bursts up to this many); `429` beyond.",
+        parse_positive_int,
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode == "on"
+
+
+@dataclass(frozen=True)
 class ClientSettings:
     """How the `mnemo` CLI reaches the gateway."""
 
@@ -470,6 +505,7 @@ class ClientSettings:
         "Gateway base URL for CLI commands.",
         shown_default="`http://127.0.0.1:$MNEMO_HTTP_PORT`",
     )
+    token: str = setting("MNEMO_TOKEN", "", "Bearer token the CLI sends (needed when the gateway has `MNEMO_AUTH=on`).")
 
     def resolved_url(self, gateway: GatewaySettings) -> str:
         return (self.url or f"http://127.0.0.1:{gateway.port}").rstrip("/")
@@ -498,6 +534,7 @@ ALL_SETTINGS: tuple[type, ...] = (
     SummarizerSettings,
     ServiceAddresses,
     GatewaySettings,
+    AuthSettings,
     ClientSettings,
     LogSettings,
 )

@@ -17,8 +17,8 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-from mnemo_platform.context import call_from_metadata, reset_call, set_call
-from mnemo_platform.errors import UNAVAILABLE_ERRORS, MnemoError
+from mnemo_platform.context import CallContext, call_from_metadata, new_request_id, reset_call, set_call
+from mnemo_platform.errors import UNAVAILABLE_ERRORS, MnemoError, Unauthenticated
 
 log = structlog.get_logger("mnemo.grpc")
 
@@ -62,10 +62,21 @@ def _interceptor(scope: Scope) -> type[grpc.aio.ServerInterceptor]:
     return _Interceptor
 
 
+# Methods anyone may call: load balancers and probes carry no principal.
+_OPEN_METHODS = ("/grpc.health.v1.Health/",)
+
+
 @contextlib.asynccontextmanager
 async def _request_log(context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
-    """One canonical log line per RPC with its status code and duration."""
-    call = call_from_metadata(context.invocation_metadata())
+    """One canonical log line per RPC with its status code and duration; the caller's principal checked."""
+    try:
+        call = call_from_metadata(context.invocation_metadata())
+    except Unauthenticated as exc:
+        if not method.startswith(_OPEN_METHODS):
+            log.warning("rpc_unauthenticated", method=method, reason=exc.message)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+        # Health checks come from probes, which carry no principal; they touch no data.
+        call = CallContext(role="agent", workspaces=(), request_id=new_request_id())
     token = set_call(call)
     started = time.perf_counter()
     code = grpc.StatusCode.OK
@@ -115,6 +126,8 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
 
 RequestLogInterceptor = _interceptor(_request_log)
 ErrorMappingInterceptor = _interceptor(_error_mapping)
+# Appended to every server started afterwards: how a test watches what services receive.
+EXTRA_INTERCEPTORS: list[grpc.aio.ServerInterceptor] = []
 
 
 @dataclass(frozen=True)
@@ -167,6 +180,7 @@ class GrpcServer:
                 ),
                 RequestLogInterceptor(),
                 ErrorMappingInterceptor(),
+                *EXTRA_INTERCEPTORS,
             ],
             options=[
                 # Without this a second process could bind the same port and steal half the calls.

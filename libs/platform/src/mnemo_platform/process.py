@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from mnemo_platform.config import LogSettings
+from mnemo_platform.config import AuthSettings, LogSettings
+from mnemo_platform.context import configure_auth
 from mnemo_platform.errors import MnemoError
 from mnemo_platform.logging import configure_logging
 from mnemo_platform.runner import Component, run_until_signalled
@@ -22,12 +23,24 @@ def run_process(
     service_name: str,
     build: Callable[[], Sequence[Component]],
     on_ready: Callable[[Sequence[Component]], None] | None = None,
+    configures_auth: bool = False,
 ) -> int:
-    """Builds components from the environment and runs them; errors are one line, not a traceback."""
+    """Builds components from the environment and runs them; errors are one line, not a traceback.
+
+    `configures_auth` is for a process that sets up its own services' shared secret (`mnemo up`).
+    """
     try:
         logs = load(LogSettings)
         configure_logging(logs.level, logs.format)
         configure_tracing(f"mnemo-{service_name}")
+        auth = load(AuthSettings)
+        if not configures_auth:
+            if auth.enabled and not auth.internal_secret:
+                raise SettingsError(
+                    "MNEMO_AUTH=on needs MNEMO_INTERNAL_SECRET: the same secret for every service, which signs "
+                    "the principal the gateway forwards (generate one with `openssl rand -hex 32`)"
+                )
+            configure_auth(auth.internal_secret, required=auth.enabled)
         components = build()
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)

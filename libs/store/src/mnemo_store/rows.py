@@ -12,6 +12,7 @@ from mnemo.common.v1 import common_pb2
 from mnemo_platform import InvalidArgument
 from mnemo_platform.config import TrustSettings
 from mnemo_platform.enums import enum_value
+from mnemo_store.tokens import TokenRow
 from mnemo_store.workspaces import WorkspaceRow
 
 # Columns of `memories m` (or the as-of relation of the same shape) that memory_message() reads;
@@ -83,6 +84,22 @@ def workspace_message(row: WorkspaceRow) -> common_pb2.Workspace:
     return common_pb2.Workspace(
         id=row.id, name=row.name, root_path=row.root_path or "", created_at=timestamp(row.created_at)
     )
+
+
+def token_message(row: TokenRow) -> common_pb2.Token:
+    message = common_pb2.Token(
+        id=row.id,
+        principal=row.principal,
+        role=row.role,
+        workspaces=list(row.workspaces),
+        label=row.label,
+        created_at=timestamp(row.created_at),
+    )
+    if row.last_used_at:
+        message.last_used_at.CopyFrom(timestamp(row.last_used_at))
+    if row.revoked_at:
+        message.revoked_at.CopyFrom(timestamp(row.revoked_at))
+    return message
 
 
 def parse_memory_id(value: str) -> uuid.UUID:

@@ -7,10 +7,11 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 import asyncpg
 
-from mnemo_platform import InvalidArgument, NotFound
+from mnemo_platform import InvalidArgument, NotFound, require_workspace
 
 GLOBAL_WORKSPACE = "global"
 _SLUG_INVALID = re.compile(r"[^a-z0-9._-]+")
@@ -55,8 +56,14 @@ def _looks_like_path(ref: str) -> bool:
     return ref.startswith(("/", "~", "./", "../")) or ref in {".", ".."}
 
 
-async def resolve_workspace(conn: asyncpg.Connection | asyncpg.Pool, ref: str) -> WorkspaceRow:
-    """The workspace `ref` names: its id, its name, or a path at or under its root (longest wins)."""
+async def resolve_workspace(
+    conn: asyncpg.Connection | asyncpg.Pool, ref: str, access: Literal["read", "write", "none"] = "read"
+) -> WorkspaceRow:
+    """The workspace `ref` names: its id, its name, or a path at or under its root (longest wins).
+
+    Unless `access` is "none", the caller must be allowed to read (or write) it: PERMISSION_DENIED
+    otherwise. Every RPC names its workspace through here, so this is where the wall stands.
+    """
     ref = (ref or "").strip()
     if not ref:
         raise InvalidArgument("workspace is required (an id, a name or a registered root path)")
@@ -83,7 +90,10 @@ async def resolve_workspace(conn: asyncpg.Connection | asyncpg.Pool, ref: str) -
             f"workspace {ref!r} is not registered; register it with `mnemo workspace add PATH` "
             "(or `mnemo workspace add --name NAME`), or POST /api/v1/workspaces"
         )
-    return _row(record)
+    row = _row(record)
+    if access != "none":
+        require_workspace(row.id, write=access == "write", global_id=GLOBAL_WORKSPACE)
+    return row
 
 
 def _slug(name: str) -> str:
@@ -126,5 +136,5 @@ async def add_workspace(conn: asyncpg.Connection, root_path: str = "", name: str
     )
     if record is None:
         # Lost a race with an identical registration: theirs is ours.
-        return await resolve_workspace(conn, root or name), False
+        return await resolve_workspace(conn, root or name, access="none"), False
     return _row(record), True

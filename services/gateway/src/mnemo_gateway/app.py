@@ -12,10 +12,32 @@ import uvicorn
 from mnemo_gateway.backends import Backends
 from mnemo_gateway.http import build_http_app
 from mnemo_gateway.operations import Operations
-from mnemo_platform import GrpcApp, Registration
-from mnemo_platform.config import GatewaySettings
+from mnemo_platform import GrpcApp, Registration, SettingsError
+from mnemo_platform.config import AuthSettings, GatewaySettings
 
 log = structlog.get_logger("mnemo.gateway")
+
+LOOPBACK_BIND = ("127.0.0.1", "localhost", "::1")
+
+
+def check_exposure(settings: GatewaySettings, auth: AuthSettings) -> None:
+    """Refuses to serve without authentication beyond loopback (unless explicitly made unsafe)."""
+    if auth.enabled or settings.host in LOOPBACK_BIND:
+        if not auth.enabled:
+            log.info("auth_off_local_mode", host=settings.host, note="single-user local mode: no tokens")
+        return
+    if not auth.unsafe_no_auth:
+        raise SettingsError(
+            f"refusing to serve on {settings.host} without authentication: anyone who can reach it "
+            "could read and write every workspace. Set MNEMO_AUTH=on (and MNEMO_INTERNAL_SECRET; create "
+            "tokens with `mnemo token create`), or bind to 127.0.0.1, or set MNEMO_UNSAFE_NO_AUTH=true "
+            "if something in front of Mnemo authenticates"
+        )
+    log.warning(
+        "auth_off_on_network",
+        host=settings.host,
+        warning="MNEMO_UNSAFE_NO_AUTH: every caller that can reach this address has full access",
+    )
 
 
 class _Server(uvicorn.Server):
@@ -40,8 +62,10 @@ class GatewayApp(GrpcApp):
         search_target: str,
         call_timeout_s: float,
         harvest_target: str = "",
+        auth: AuthSettings | None = None,
     ) -> None:
         super().__init__(grpc_address, grace_s)
+        self.auth = auth or AuthSettings()
         self.harvest_target = harvest_target
         self.settings = settings
         self.ingest_target = ingest_target
@@ -59,8 +83,9 @@ class GatewayApp(GrpcApp):
         return f"http://{shown}:{self.http_port}"
 
     async def open(self) -> list[Registration]:
+        check_exposure(self.settings, self.auth)
         self.backends = Backends(self.ingest_target, self.search_target, self.call_timeout_s, self.harvest_target)
-        asgi = build_http_app(Operations(self.backends, self.settings.default_workspace), self.settings)
+        asgi = build_http_app(Operations(self.backends, self.settings.default_workspace), self.settings, self.auth)
         config = uvicorn.Config(
             asgi,
             host=self.settings.host,

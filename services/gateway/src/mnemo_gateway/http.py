@@ -19,7 +19,7 @@ from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import RequestContextMiddleware
 from mnemo_gateway.rest import build_router
 from mnemo_platform import MnemoError
-from mnemo_platform.config import GatewaySettings
+from mnemo_platform.config import AuthSettings, GatewaySettings
 
 log = structlog.get_logger("mnemo.gateway")
 
@@ -87,7 +87,7 @@ def _problem(error: dict[str, Any]) -> dict[str, str]:
     return {"field": ".".join(loc), "message": error.get("msg", "")}
 
 
-def build_http_app(operations: Operations, settings: GatewaySettings) -> Any:
+def build_http_app(operations: Operations, settings: GatewaySettings, auth: AuthSettings | None = None) -> Any:
     mcp = build_mcp(operations)
     allowed_hosts = [f"{h}:*" for h in LOOPBACK_HOSTS]
     allowed_origins = [f"http://{h}:*" for h in LOOPBACK_HOSTS]
@@ -161,4 +161,8 @@ def build_http_app(operations: Operations, settings: GatewaySettings) -> Any:
         log.exception("http_unhandled_error")
         return _error(500, "INTERNAL", "internal error in Mnemo; the gateway log has the details")
 
-    return BodyLimitMiddleware(RequestContextMiddleware(api), settings.max_body_bytes)
+    auth = auth or AuthSettings()
+    authenticate = operations.authenticate if auth.enabled else None
+    return BodyLimitMiddleware(
+        RequestContextMiddleware(api, authenticate, auth.rate_per_minute), settings.max_body_bytes
+    )

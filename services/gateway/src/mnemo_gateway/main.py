@@ -5,22 +5,25 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
-from mnemo_gateway.app import GatewayApp
+from mnemo_gateway.app import GatewayApp, check_exposure
 from mnemo_platform import Component, load
-from mnemo_platform.config import GatewaySettings, ServiceAddresses
+from mnemo_platform.config import AuthSettings, GatewaySettings, ServiceAddresses
 from mnemo_platform.process import run_process
 
 
 def build(environ: Mapping[str, str] | None = None) -> GatewayApp:
     addresses = load(ServiceAddresses, environ)
+    settings, auth = load(GatewaySettings, environ), load(AuthSettings, environ)
+    check_exposure(settings, auth)
     return GatewayApp(
-        settings=load(GatewaySettings, environ),
+        settings=settings,
         grpc_address=addresses.listen(addresses.gateway_grpc),
         grace_s=addresses.grace_s,
         ingest_target=addresses.ingest,
         search_target=addresses.search,
         call_timeout_s=addresses.call_timeout_s,
         harvest_target=addresses.harvest,
+        auth=auth,
     )
 
 

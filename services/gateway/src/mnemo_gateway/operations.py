@@ -21,12 +21,13 @@ from mnemo_gateway.schemas import (
     ReasonInput,
     SearchInput,
     SupersedeInput,
+    TokenInput,
     UpdateInput,
     WorkspaceInput,
     WorkspaceOnlyInput,
     WriteInput,
 )
-from mnemo_platform import enum_label, enum_value
+from mnemo_platform import CallContext, current_call, enum_label, enum_value
 
 T = TypeVar("T")
 
@@ -144,6 +145,19 @@ async def _streamed(stream: Any) -> AsyncIterator[dict[str, Any]]:
         raise CallError(exc.code(), exc.details() or exc.code().name) from None
 
 
+def token_json(token: common_pb2.Token) -> dict[str, Any]:
+    return {
+        "id": token.id,
+        "principal": token.principal,
+        "role": token.role,
+        "workspaces": list(token.workspaces),
+        "label": token.label,
+        "created_at": _iso(token.created_at),
+        "last_used_at": _iso(token.last_used_at) if token.HasField("last_used_at") else None,
+        "revoked_at": _iso(token.revoked_at) if token.HasField("revoked_at") else None,
+    }
+
+
 def event_json(event: common_pb2.AuditEvent) -> dict[str, Any]:
     data = _plain(event)
     data["id"] = event.id  # int64 would otherwise be a string
@@ -179,11 +193,27 @@ class Operations:
         self.default_workspace = default_workspace
 
     def workspace(self, *candidates: str | None) -> str:
-        """The first workspace named, else the default one."""
+        """The first workspace named, else the token's only workspace, else the default one."""
         for candidate in candidates:
             if candidate and candidate.strip():
                 return candidate.strip()
+        caller = current_call()
+        if not caller.all_workspaces and len(caller.workspaces) == 1:
+            return caller.workspaces[0]
         return self.default_workspace
+
+    async def authenticate(self, token: str, request_id: str) -> CallContext:
+        """The principal a bearer token stands for; UNAUTHENTICATED when it is not a live token."""
+        _check_text(token, "token")
+        response = await call(self.backends.search.Authenticate, search_pb.AuthenticateRequest(token=token))
+        record = response.token
+        return CallContext(
+            principal=record.principal,
+            request_id=request_id,
+            role=record.role,
+            workspaces=tuple(record.workspaces),
+            token_id=record.id,
+        )
 
     async def _call(self, method: Callable[[Any], Awaitable[T]], request: Any) -> T:
         """One call; the default workspace is registered on first use and the call retried once.
@@ -281,7 +311,8 @@ class Operations:
                 )
             results.append(item)
         return {
-            "workspace": workspace_json(response.workspace),
+            "workspace": workspace_json(response.workspace) if response.HasField("workspace") else None,
+            "scope": response.scope,
             "results": results,
             "degraded": list(response.degraded),
             "lexical_relaxed": response.lexical_relaxed,
@@ -521,6 +552,27 @@ class Operations:
             harvest_pb.ListSourcesRequest(agent=agent, state=state, page_size=page_size, page_token=page_token),
         )
         return {"sources": [_source_json(s) for s in response.sources], "next_page_token": response.next_page_token}
+
+    # -- tokens -------------------------------------------------------------------------------
+
+    async def create_token(self, args: TokenInput) -> dict[str, Any]:
+        _checked(args)
+        response = await call(
+            self.backends.ingest.CreateToken,
+            ingest_pb.CreateTokenRequest(
+                principal=args.principal, role=args.role, workspaces=args.workspaces, label=args.label
+            ),
+        )
+        return {"token": token_json(response.token), "secret": response.secret}
+
+    async def list_tokens(self) -> dict[str, Any]:
+        response = await call(self.backends.search.ListTokens, search_pb.ListTokensRequest())
+        return {"tokens": [token_json(t) for t in response.tokens]}
+
+    async def revoke_token(self, token_id: str) -> dict[str, Any]:
+        _check_text(token_id, "id")
+        response = await call(self.backends.ingest.RevokeToken, ingest_pb.RevokeTokenRequest(id=token_id))
+        return {"token": token_json(response.token)}
 
     async def list_workspaces(self) -> dict[str, Any]:
         response = await call(self.backends.search.ListWorkspaces, search_pb.ListWorkspacesRequest())

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 import structlog
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind
 
+from mnemo_gateway.errors import CallError
 from mnemo_platform import CallContext, new_request_id, reset_call, set_call
 from mnemo_platform.telemetry import tracer
 
@@ -20,11 +23,67 @@ _STATE_KEY = "mnemo"
 _MAX_REQUEST_ID = 128
 
 
-class RequestContextMiddleware:
-    """Opens the HTTP server span, assigns a request id, and logs one line per request."""
+# Paths anyone may read without a token: liveness and the API's own description.
+OPEN_PATHS = ("/healthz", "/api/v1/openapi.json", "/api/v1/docs")
 
-    def __init__(self, app: Any) -> None:
+Authenticator = Callable[[str, str], Awaitable[CallContext]]
+
+
+class TokenBuckets:
+    """Per-token rate limits: `per_minute` requests a minute, in bursts of up to as many."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, key: str) -> float:
+        """0 when the request may go ahead, else how many seconds until it may."""
+        now = time.monotonic()
+        tokens, stamp = self._buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - stamp) * self.rate)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now)
+            return (1 - tokens) / self.rate
+        self._buckets[key] = (tokens - 1, now)
+        return 0.0
+
+
+async def _refuse(send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestContextMiddleware:
+    """Opens the HTTP server span, assigns a request id, authenticates, and logs one line per request.
+
+    With an authenticator (MNEMO_AUTH=on) every request but OPEN_PATHS needs `Authorization:
+    Bearer <token>`; the token is resolved once, here, and only the principal goes further.
+    """
+
+    def __init__(self, app: Any, authenticate: Authenticator | None = None, rate_per_minute: int = 0) -> None:
         self.app = app
+        self.authenticate = authenticate
+        self.buckets = TokenBuckets(rate_per_minute) if authenticate is not None and rate_per_minute else None
+
+    async def _principal(self, headers: dict[str, str], request_id: str) -> CallContext | tuple[int, str, str]:
+        """The caller, or (status, code, message) to refuse it with."""
+        if self.authenticate is None:
+            return CallContext(request_id=request_id)  # local mode: the single local user
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return 401, "UNAUTHENTICATED", "this Mnemo requires a token: send `Authorization: Bearer <token>`"
+        try:
+            return await self.authenticate(token.strip(), request_id)
+        except CallError as exc:
+            return exc.http_status, exc.code.name, exc.message
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -32,9 +91,29 @@ class RequestContextMiddleware:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         request_id = headers.get("x-request-id", "")[:_MAX_REQUEST_ID] or new_request_id()
-        # No authentication yet: every HTTP caller is the local user (tokens come with roles).
-        call = CallContext(request_id=request_id)
+        path = scope.get("path", "")
         status = {"code": 500}
+        if path in OPEN_PATHS or (self.authenticate is None):
+            call: CallContext | tuple[int, str, str] = CallContext(request_id=request_id)
+        else:
+            call = await self._principal(headers, request_id)
+        if isinstance(call, tuple):
+            code, name, message = call
+            log.info("http_request_refused", path=path, status=code, reason=message, request_id=request_id)
+            auth_header = [(b"www-authenticate", b'Bearer realm="mnemo"')] if code == 401 else []
+            await _refuse(send, code, name, message, [(b"x-request-id", request_id.encode("latin-1")), *auth_header])
+            return
+        if self.buckets is not None and call.token_id and (wait := self.buckets.take(call.token_id)) > 0:
+            log.info("http_request_rate_limited", path=path, token=call.token_id, request_id=request_id)
+            await _refuse(
+                send,
+                429,
+                "RESOURCE_EXHAUSTED",
+                f"rate limit: this token may make {int(self.buckets.capacity)} requests a minute "
+                "(MNEMO_RATE_LIMIT_PER_MIN); retry after the time in Retry-After",
+                [(b"retry-after", str(max(1, math.ceil(wait))).encode()), (b"x-request-id", request_id.encode())],
+            )
+            return
 
         async def send_with_status(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -43,7 +122,6 @@ class RequestContextMiddleware:
             await send(message)
 
         started = time.perf_counter()
-        path = scope.get("path", "")
         with tracer.start_as_current_span(
             f"{scope.get('method', 'HTTP')} {path}",
             kind=SpanKind.SERVER,
@@ -56,7 +134,7 @@ class RequestContextMiddleware:
             scope.setdefault("state", {})[_STATE_KEY] = (call, otel_context.get_current())
             token = set_call(call)
             try:
-                with structlog.contextvars.bound_contextvars(request_id=request_id):
+                with structlog.contextvars.bound_contextvars(request_id=request_id, principal=call.principal):
                     await self.app(scope, receive, send_with_status)
             finally:
                 reset_call(token)

@@ -24,6 +24,7 @@ from mnemo_gateway.schemas import (
     RescanInput,
     SearchInput,
     SupersedeInput,
+    TokenInput,
     UpdateInput,
     WorkspaceInput,
     WorkspaceOnlyInput,
@@ -171,6 +172,18 @@ def build_router(operations: Operations) -> APIRouter:
         page_token: Annotated[str, Query(description="next_page_token of the previous page.")] = "",
     ) -> dict[str, Any]:
         return await operations.harvest_sources(agent, state, page_size, page_token)
+
+    @router.post("/tokens", status_code=201, summary="Create a bearer token (admin); its secret is shown once")
+    async def create_token(body: TokenInput) -> dict[str, Any]:
+        return await operations.create_token(body)
+
+    @router.get("/tokens", summary="List tokens (admin): public records, never secrets")
+    async def list_tokens() -> dict[str, Any]:
+        return await operations.list_tokens()
+
+    @router.delete("/tokens/{token_id}", summary="Revoke a token (admin); effective at once")
+    async def revoke_token(token_id: str) -> dict[str, Any]:
+        return await operations.revoke_token(token_id)
 
     @router.get("/workspaces", summary="List workspaces")
     async def list_workspaces() -> dict[str, Any]:

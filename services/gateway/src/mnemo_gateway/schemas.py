@@ -141,6 +141,15 @@ class HarvestRunInput(_Body):
     ignore_idle: bool = Field(False, description="Harvest sessions that changed within the idle window too.")
 
 
+class TokenInput(_Body):
+    principal: str = Field(..., description="Who holds the token: a user or agent name.")
+    role: Literal["agent", "reviewer", "admin"] = Field(..., description="What it may do.")
+    workspaces: list[str] = Field(
+        ..., description="Workspaces (ids, names or root paths) it may touch; `*` (admins only) for every one."
+    )
+    label: str = Field("", description="A note: which machine or agent.")
+
+
 class RescanInput(_Body):
     workspace: str | None = Field(None, description="One workspace (id, name or root path); every one when omitted.")
     dry_run: bool = Field(False, description="Report what would be redacted and change nothing.")

@@ -27,12 +27,21 @@ from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
 from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
+from mnemo_platform import CallContext, current_call
 from mnemo_platform.config import HarvestSettings
 from mnemo_redact import redact
 
 log = structlog.get_logger("mnemo.harvest")
 
 TRANSCRIPT = "transcript"
+
+
+HARVEST_PRINCIPAL = "harvest"
+
+
+def _as_harvest() -> list[tuple[str, str]]:
+    """Harvest writes as itself, whoever asked for the run: the memories are the sessions' own."""
+    return CallContext(principal=HARVEST_PRINCIPAL, request_id=current_call().request_id).metadata()
 
 
 def source_uri(agent: str, session_id: str) -> str:
@@ -257,7 +266,7 @@ class HarvestEngine:
             ),
         )
         try:
-            response = await self.ingest.WriteMemory(request)
+            response = await self.ingest.WriteMemory(request, metadata=_as_harvest())
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 # A deleted session stays deleted: ingest refuses its source while the tombstone stands.
@@ -323,7 +332,7 @@ class HarvestEngine:
                 status=common_pb2.MEMORY_STATUS_CANDIDATE,
             )
             try:
-                await self.ingest.WriteMemory(request)
+                await self.ingest.WriteMemory(request, metadata=_as_harvest())
             except grpc.aio.AioRpcError as exc:
                 log.info("extracted_memory_not_written", code=exc.code().name, detail=exc.details())
 
@@ -361,7 +370,9 @@ class HarvestEngine:
         candidates = lookup_paths(cwd)
         for path in candidates:
             try:
-                response = await self.search.ResolveWorkspace(search_pb.ResolveWorkspaceRequest(workspace=path))
+                response = await self.search.ResolveWorkspace(
+                    search_pb.ResolveWorkspaceRequest(workspace=path), metadata=_as_harvest()
+                )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                     raise
@@ -369,7 +380,9 @@ class HarvestEngine:
             workspace = response.workspace.id
             break
         if workspace is None and self.settings.auto_register:
-            response = await self.ingest.AddWorkspace(ingest_pb.AddWorkspaceRequest(root_path=candidates[0]))
+            response = await self.ingest.AddWorkspace(
+                ingest_pb.AddWorkspaceRequest(root_path=candidates[0]), metadata=_as_harvest()
+            )
             workspace = response.workspace.id
             log.info("workspace_auto_registered", root=candidates[0], workspace=workspace)
         places[cwd] = workspace

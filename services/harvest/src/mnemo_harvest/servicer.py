@@ -13,7 +13,7 @@ from mnemo.harvest.v1 import harvest_service_pb2_grpc as pb_grpc
 from mnemo_harvest.engine import HarvestEngine
 from mnemo_harvest.model import AGENTS
 from mnemo_harvest.readers import reader_roots
-from mnemo_platform import InvalidArgument
+from mnemo_platform import InvalidArgument, current_call
 from mnemo_store import timestamp
 
 STATES = ("active", "idle", "harvested", "skipped", "failed")
@@ -25,6 +25,7 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
         self.pool = pool
 
     async def Run(self, request: pb.RunRequest, context: Any) -> AsyncIterator[pb.RunProgress]:
+        current_call().require("admin", "running a harvest (it reads every agent session on this machine)")
         if request.agent and request.agent not in self.engine.readers:
             enabled = ", ".join(self.engine.readers) or "none"
             raise InvalidArgument(f"agent {request.agent!r} is not harvested here (enabled: {enabled})")
@@ -32,10 +33,20 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
             yield progress
 
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:
-        rows = await self.pool.fetch("SELECT * FROM harvest_sources ORDER BY mtime DESC NULLS LAST")
-        unregistered = await self.pool.fetch(
-            "SELECT DISTINCT cwd FROM harvest_sources WHERE state = 'skipped' AND detail LIKE 'no-workspace:%' "
-            "AND cwd IS NOT NULL ORDER BY cwd"
+        caller = current_call()
+        # A token sees the sessions of its own workspaces; the unplaced ones only an all-workspace caller.
+        rows = [
+            r
+            for r in await self.pool.fetch("SELECT * FROM harvest_sources ORDER BY mtime DESC NULLS LAST")
+            if caller.all_workspaces or (r["workspace_id"] and caller.may_touch(r["workspace_id"]))
+        ]
+        unregistered = (
+            await self.pool.fetch(
+                "SELECT DISTINCT cwd FROM harvest_sources WHERE state = 'skipped' AND detail LIKE 'no-workspace:%' "
+                "AND cwd IS NOT NULL ORDER BY cwd"
+            )
+            if caller.all_workspaces
+            else []
         )
         response = pb.StatusResponse(
             interval_s=self.engine.settings.interval_s,
@@ -75,10 +86,11 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
                 raise ValueError
         except ValueError:
             raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
+        caller = current_call()
         rows = await self.pool.fetch(
             """
             SELECT * FROM harvest_sources
-            WHERE ($1 = '' OR agent = $1) AND ($2 = '' OR state = $2)
+            WHERE ($1 = '' OR agent = $1) AND ($2 = '' OR state = $2) AND ($5 OR workspace_id = ANY($6::text[]))
             ORDER BY mtime DESC NULLS LAST, agent, session_id
             LIMIT $3 OFFSET $4
             """,
@@ -86,6 +98,8 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
             request.state,
             size + 1,
             offset,
+            caller.all_workspaces,
+            list(caller.workspaces),
         )
         page = rows[:size]
         return pb.ListSourcesResponse(

@@ -29,7 +29,7 @@ from mnemo_ingest.validation import (
     content_hash,
     redacted_text,
 )
-from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, current_call
+from mnemo_platform import ALL_WORKSPACES, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, current_call
 from mnemo_platform.config import IngestSettings, TrustSettings
 from mnemo_redact import redact, redact_json
 from mnemo_store import (
@@ -41,10 +41,13 @@ from mnemo_store import (
     WorkspaceRow,
     add_workspace,
     append_audit_event,
+    create_token,
     memory_message,
     parse_memory_id,
     resolve_workspace,
+    revoke_token,
     timestamp,
+    token_message,
     workspace_message,
 )
 
@@ -114,7 +117,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     async def _write(
         self, conn: asyncpg.Connection, ref: str, draft: Draft, chunks: list[Chunk]
     ) -> pb.WriteMemoryResponse:
-        ws = await resolve_workspace(conn, ref)
+        ws = await resolve_workspace(conn, ref, access="write")
         if draft.idempotency_key:
             row = await conn.fetchrow(
                 "SELECT id, content_hash FROM memories WHERE workspace_id = $1 AND idempotency_key = $2",
@@ -196,7 +199,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         metadata = redact_json(check_metadata(request.metadata))[0] if request.HasField("metadata") else None
         new_title = redact(check_title(request.title, content)).text if request.HasField("title") else None
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES)
             if request.expected_version and request.expected_version != row["version"]:
                 raise FailedPrecondition(
@@ -223,6 +226,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             )
 
     async def AddWorkspace(self, request: pb.AddWorkspaceRequest, context: Any) -> pb.AddWorkspaceResponse:
+        current_call().require("admin", "registering a workspace")
         async with self.pool.acquire() as conn, conn.transaction():
             row, created = await add_workspace(conn, request.root_path, request.name)
             if created:
@@ -237,7 +241,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         reason = check_reason(request.reason, required=False)
         draft = check_write(request.successor, self.settings.max_content_bytes)
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             old = await self._locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="supersede")
             # The successor inherits what the caller did not restate.
             kind = draft.kind if request.successor.kind else old["kind"]
@@ -283,7 +287,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=True)
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="retract")
             await self._set_state(conn, ws, row, "retracted", reason=reason)
             await append_audit_event(
@@ -301,10 +305,11 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             return pb.RetractMemoryResponse(memory=await self._fetch(conn, memory_id))
 
     async def ConfirmMemory(self, request: pb.ConfirmMemoryRequest, context: Any) -> pb.ConfirmMemoryResponse:
+        current_call().require("reviewer", "confirming a memory")
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=False)
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             row = await self._locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="confirm")
             if row["status"] == "confirmed":
                 return pb.ConfirmMemoryResponse(
@@ -331,7 +336,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=True)
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             row = await self._locate(conn, ws, memory_id, verb="delete", deleted=True)
             tombstone = await self._tombstone(conn, ws, row, reason)
             await append_audit_event(
@@ -344,9 +349,10 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             return pb.DeleteMemoryResponse(tombstone=_tombstone_message(tombstone))
 
     async def RestoreMemory(self, request: pb.RestoreMemoryRequest, context: Any) -> pb.RestoreMemoryResponse:
+        current_call().require("reviewer", "restoring a deleted memory")
         memory_id = parse_memory_id(request.id)
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             row = await self._locate(conn, ws, memory_id, deleted=True)
             if row["deleted_at"] is None:
                 raise FailedPrecondition(f"memory {memory_id} is not deleted; there is nothing to restore")
@@ -374,6 +380,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             return pb.RestoreMemoryResponse(memory=await self._fetch(conn, memory_id))
 
     async def PurgeMemory(self, request: pb.PurgeMemoryRequest, context: Any) -> pb.PurgeMemoryResponse:
+        current_call().require("admin", "purging a memory")
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=False)
         if not request.force:
@@ -382,7 +389,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 "(CLI: --force). To hide a memory reversibly, delete it instead"
             )
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_workspace(conn, request.workspace)
+            ws = await resolve_workspace(conn, request.workspace, access="write")
             row = await self._locate(conn, ws, memory_id, deleted=True)
             if row["deleted_at"] is None:
                 await self._tombstone(conn, ws, row, reason or "purged")
@@ -411,10 +418,11 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     async def RescanRedactions(
         self, request: pb.RescanRedactionsRequest, context: Any
     ) -> AsyncIterator[pb.RescanProgress]:
+        current_call().require("admin", "rescanning stored memories")
         workspace = ""
         if request.workspace:
             async with self.pool.acquire() as conn:
-                workspace = (await resolve_workspace(conn, request.workspace)).id
+                workspace = (await resolve_workspace(conn, request.workspace, access="write")).id
         ids = await self.pool.fetch(
             "SELECT id FROM memories WHERE ($1 = '' OR workspace_id = $1) ORDER BY created_at, id", workspace
         )
@@ -432,6 +440,36 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             yield progress
         log.info("redaction_rescan_completed", scanned=len(ids), changed=changed, dry_run=request.dry_run)
         yield pb.RescanProgress(done=True, total=len(ids), changed=changed, findings=dict(findings))
+
+    async def CreateToken(self, request: pb.CreateTokenRequest, context: Any) -> pb.CreateTokenResponse:
+        current_call().require("admin", "creating a token")
+        async with self.pool.acquire() as conn, conn.transaction():
+            workspaces = []
+            for ref in request.workspaces:
+                # Names and paths become ids now: a token keeps its reach if a workspace is renamed.
+                workspaces.append(ref if ref == ALL_WORKSPACES else (await resolve_workspace(conn, ref, "none")).id)
+            row, secret = await create_token(conn, request.principal, request.role, workspaces, request.label)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    GLOBAL_WORKSPACE,
+                    "token_create",
+                    details={"token": row.id, "principal": row.principal, "role": row.role, "workspaces": workspaces},
+                ),
+            )
+        log.info("token_created", token=row.id, principal=row.principal, role=row.role, workspaces=workspaces)
+        return pb.CreateTokenResponse(token=token_message(row), secret=secret)
+
+    async def RevokeToken(self, request: pb.RevokeTokenRequest, context: Any) -> pb.RevokeTokenResponse:
+        current_call().require("admin", "revoking a token")
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await revoke_token(conn, request.id.strip())
+            await append_audit_event(
+                conn,
+                AuditEvent(GLOBAL_WORKSPACE, "token_revoke", details={"token": row.id, "principal": row.principal}),
+            )
+        log.info("token_revoked", token=row.id, principal=row.principal)
+        return pb.RevokeTokenResponse(token=token_message(row))
 
     async def _rescan(self, conn: asyncpg.Connection, memory_id: uuid.UUID, dry_run: bool) -> pb.RescanProgress | None:
         """Redacts one memory with the current rules: the current text becomes a new version, and
@@ -466,7 +504,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         )
         if not redactor.findings or dry_run:
             return progress
-        ws = await resolve_workspace(conn, row["workspace_id"])
+        ws = await resolve_workspace(conn, row["workspace_id"], access="none")
         for version, (title, content) in scrubbed.items():
             await conn.execute(
                 "UPDATE memory_versions SET title = $3, content = $4, content_hash = $5 "

@@ -15,7 +15,16 @@ from mnemo.common.v1 import common_pb2
 from mnemo.search.v1 import search_service_pb2 as pb
 from mnemo.search.v1 import search_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder
-from mnemo_platform import InvalidArgument, NotFound, enum_label, enum_value
+from mnemo_platform import (
+    ALL_WORKSPACES,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    current_call,
+    enum_label,
+    enum_value,
+)
 from mnemo_platform.config import SearchSettings, TrustSettings
 from mnemo_search.engine import LegHit, SearchEngine
 from mnemo_store import (
@@ -26,14 +35,17 @@ from mnemo_store import (
     Params,
     Scope,
     WorkspaceRow,
+    authenticate,
     build_scope,
     from_timestamp,
+    list_tokens,
     memory_message,
     parse_memory_id,
     read_embedding_space,
     resolve_workspace,
     struct,
     timestamp,
+    token_message,
     verify_chains,
     workspace_message,
 )
@@ -80,6 +92,9 @@ def read_scope(message: common_pb2.MemoryFilter | None, options: common_pb2.Read
             valid_at=from_timestamp(options.valid_at, options.HasField("valid_at")),
         )
     return scope
+
+
+EVERY_WORKSPACE = "every workspace (admin)"
 
 
 def in_workspace(scope: Scope, ws: WorkspaceRow) -> Scope:
@@ -143,11 +158,21 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         if not mode:
             raise InvalidArgument(f"mode {request.mode} is not a known search mode")
         scope = read_scope(_filter(request), _options(request))
-        ws = await resolve_workspace(self.pool, request.workspace)
-        outcome = await self.engine.search(in_workspace(scope, ws), text, mode, limit)
-        response = pb.SearchResponse(
-            degraded=outcome.degraded, lexical_relaxed=outcome.relaxed, workspace=workspace_message(ws)
-        )
+        if request.workspace.strip() == ALL_WORKSPACES:
+            current_call().require("admin", "searching every workspace")
+            outcome = await self.engine.search(scope, text, mode, limit)
+            response = pb.SearchResponse(
+                degraded=outcome.degraded, lexical_relaxed=outcome.relaxed, scope=EVERY_WORKSPACE
+            )
+        else:
+            ws = await resolve_workspace(self.pool, request.workspace)
+            outcome = await self.engine.search(in_workspace(scope, ws), text, mode, limit)
+            response = pb.SearchResponse(
+                degraded=outcome.degraded,
+                lexical_relaxed=outcome.relaxed,
+                workspace=workspace_message(ws),
+                scope=ws.id if ws.id == GLOBAL_WORKSPACE else f"{ws.id} + {GLOBAL_WORKSPACE}",
+            )
         for hit in outcome.hits:
             result = response.hits.add(
                 memory=memory_message(hit.row, trust=self.trust), snippet=hit.snippet, score=hit.score
@@ -332,6 +357,8 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def VerifyAudit(self, request: pb.VerifyAuditRequest, context: Any) -> pb.VerifyAuditResponse:
         workspace_id = (await resolve_workspace(self.pool, request.workspace)).id if request.workspace else None
+        if workspace_id is None and not current_call().all_workspaces:
+            raise PermissionDenied("verifying every chain needs an admin token; name one of this token's workspaces")
         async with self.pool.acquire() as conn:
             check = await verify_chains(conn, workspace_id)
         return pb.VerifyAuditResponse(
@@ -343,8 +370,25 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             problem=check.problem,
         )
 
+    async def Authenticate(self, request: pb.AuthenticateRequest, context: Any) -> pb.AuthenticateResponse:
+        # Only a service holding the internal secret (the gateway) acts as admin without a token.
+        current_call().require("admin", "authenticating tokens")
+        row = await authenticate(self.pool, request.token.strip())
+        if row is None:
+            raise Unauthenticated("the bearer token is unknown, malformed or revoked")
+        return pb.AuthenticateResponse(token=token_message(row))
+
+    async def ListTokens(self, request: pb.ListTokensRequest, context: Any) -> pb.ListTokensResponse:
+        current_call().require("admin", "listing tokens")
+        return pb.ListTokensResponse(tokens=[token_message(row) for row in await list_tokens(self.pool)])
+
     async def ListWorkspaces(self, request: pb.ListWorkspacesRequest, context: Any) -> pb.ListWorkspacesResponse:
-        rows = await self.pool.fetch("SELECT id, name, root_path, created_at FROM workspaces ORDER BY name")
+        call = current_call()
+        rows = [
+            r
+            for r in await self.pool.fetch("SELECT id, name, root_path, created_at FROM workspaces ORDER BY name")
+            if r["id"] == GLOBAL_WORKSPACE or call.may_touch(r["id"])
+        ]
         return pb.ListWorkspacesResponse(
             workspaces=[
                 common_pb2.Workspace(
@@ -367,6 +411,8 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             ws = await resolve_workspace(self.pool, request.workspace)
             response.workspace.CopyFrom(workspace_message(ws))
             workspace_ids = [ws.id]
+        elif not current_call().all_workspaces:
+            workspace_ids = list(current_call().workspaces)  # a token counts only what it may read
         async with self.pool.acquire() as conn:
             space = await read_embedding_space(conn)
             if space:

@@ -87,6 +87,26 @@ class Workspace(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., root_path: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class Token(_message.Message):
+    __slots__ = ("id", "principal", "role", "workspaces", "label", "created_at", "last_used_at", "revoked_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    principal: str
+    role: str
+    workspaces: _containers.RepeatedScalarFieldContainer[str]
+    label: str
+    created_at: _timestamp_pb2.Timestamp
+    last_used_at: _timestamp_pb2.Timestamp
+    revoked_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., workspaces: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class Memory(_message.Message):
     __slots__ = ("id", "workspace_id", "kind", "title", "content", "tags", "metadata", "source_uri", "status", "provenance", "author", "version", "content_hash", "created_at", "updated_at", "embedding_state", "superseded_by", "valid_from", "valid_to", "status_reason", "trust")
     ID_FIELD_NUMBER: _ClassVar[int]

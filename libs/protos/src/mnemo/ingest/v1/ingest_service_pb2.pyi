@@ -279,3 +279,35 @@ class RescanProgress(_message.Message):
     changed: int
     findings: _containers.ScalarMap[str, int]
     def __init__(self, memory_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kinds: _Optional[_Iterable[str]] = ..., new_version: _Optional[int] = ..., versions_scrubbed: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ..., done: _Optional[bool] = ..., changed: _Optional[int] = ..., findings: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("principal", "role", "workspaces", "label")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    role: str
+    workspaces: _containers.RepeatedScalarFieldContainer[str]
+    label: str
+    def __init__(self, principal: _Optional[str] = ..., role: _Optional[str] = ..., workspaces: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ...) -> None: ...
+
+class CreateTokenResponse(_message.Message):
+    __slots__ = ("token", "secret")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    token: _common_pb2.Token
+    secret: str
+    def __init__(self, token: _Optional[_Union[_common_pb2.Token, _Mapping]] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RevokeTokenResponse(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: _common_pb2.Token
+    def __init__(self, token: _Optional[_Union[_common_pb2.Token, _Mapping]] = ...) -> None: ...

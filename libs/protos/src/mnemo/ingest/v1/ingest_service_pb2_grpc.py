@@ -85,6 +85,16 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.FromString,
                 _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/CreateToken',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RevokeToken',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -161,6 +171,20 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateToken(self, request, context):
+        """CreateToken issues a bearer token (admin only); the token string is returned once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """RevokeToken ends a token at once (admin only); revoking twice is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +237,16 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RescanRedactions,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -486,6 +520,60 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RescanRedactions',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/CreateToken',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RevokeToken',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

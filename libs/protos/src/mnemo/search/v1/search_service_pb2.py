@@ -26,15 +26,15 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from mnemo.common.v1 import common_pb2 as mnemo_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$mnemo/search/v1/search_service.proto\x12\x0fmnemo.search.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cmnemo/common/v1/common.proto\"\xda\x01\n\rSearchRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12)\n\x04mode\x18\x03 \x01(\x0e\x32\x1b.mnemo.search.v1.SearchMode\x12\r\n\x05limit\x18\x04 \x01(\x05\x12-\n\x06\x66ilter\x18\x05 \x01(\x0b\x32\x1d.mnemo.common.v1.MemoryFilter\x12\x0f\n\x07\x65xplain\x18\x06 \x01(\x08\x12-\n\x07options\x18\x07 \x01(\x0b\x32\x1c.mnemo.common.v1.ReadOptions\"-\n\x0eLegExplanation\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\r\n\x05score\x18\x02 \x01(\x01\"\xce\x01\n\x0b\x45xplanation\x12\x30\n\x07lexical\x18\x01 \x01(\x0b\x32\x1f.mnemo.search.v1.LegExplanation\x12\x31\n\x08semantic\x18\x02 \x01(\x0b\x32\x1f.mnemo.search.v1.LegExplanation\x12\x13\n\x0b\x66used_score\x18\x03 \x01(\x01\x12\x16\n\x0erecency_factor\x18\x04 \x01(\x01\x12\x17\n\x0flexical_relaxed\x18\x05 \x01(\x08\x12\x14\n\x0ctrust_factor\x18\x06 \x01(\x01\"\x87\x01\n\tSearchHit\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12\x0f\n\x07snippet\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x31\n\x0b\x65xplanation\x18\x04 \x01(\x0b\x32\x1c.mnemo.search.v1.Explanation\"\x94\x01\n\x0eSearchResponse\x12(\n\x04hits\x18\x01 \x03(\x0b\x32\x1a.mnemo.search.v1.SearchHit\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12\x17\n\x0flexical_relaxed\x18\x03 \x01(\x08\x12-\n\tworkspace\x18\x04 \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\"`\n\x10GetMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12-\n\x07options\x18\x03 \x01(\x0b\x32\x1c.mnemo.common.v1.ReadOptions\"<\n\x11GetMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"\xad\x01\n\x13ListMemoriesRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12-\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x1d.mnemo.common.v1.MemoryFilter\x12-\n\x07options\x18\x05 \x01(\x0b\x32\x1c.mnemo.common.v1.ReadOptions\"Z\n\x14ListMemoriesResponse\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.mnemo.common.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x17\n\x15ListWorkspacesRequest\"H\n\x16ListWorkspacesResponse\x12.\n\nworkspaces\x18\x01 \x03(\x0b\x32\x1a.mnemo.common.v1.Workspace\",\n\x17ResolveWorkspaceRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\"I\n\x18ResolveWorkspaceResponse\x12-\n\tworkspace\x18\x01 \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\"%\n\x10GetStatusRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\"\xcd\x02\n\x11GetStatusResponse\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x16\n\x0e\x63hunks_pending\x18\x02 \x01(\x03\x12\x17\n\x0f\x63hunks_embedded\x18\x03 \x01(\x03\x12\x15\n\rchunks_failed\x18\x04 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x05 \x01(\t\x12\x1b\n\x13\x65mbedding_dimension\x18\x06 \x01(\x05\x12\x16\n\x0e\x65mbedder_ready\x18\x07 \x01(\x08\x12\x16\n\x0e\x65mbedder_state\x18\x08 \x01(\t\x12\x35\n\x11oldest_pending_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\n \x01(\t\x12-\n\tworkspace\x18\x0b \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\"2\n\x11GetHistoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\xca\x01\n\rVersionRecord\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x05 \x01(\t\x12\x31\n\rrecorded_from\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brecorded_to\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb8\x02\n\x0bStateRecord\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x1d.mnemo.common.v1.MemoryStatus\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tprincipal\x18\x03 \x01(\t\x12\x15\n\rsuperseded_by\x18\x04 \x01(\t\x12.\n\nvalid_from\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rrecorded_from\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brecorded_to\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xca\x01\n\x12GetHistoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12\x30\n\x08versions\x18\x02 \x03(\x0b\x32\x1e.mnemo.search.v1.VersionRecord\x12,\n\x06states\x18\x03 \x03(\x0b\x32\x1c.mnemo.search.v1.StateRecord\x12+\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x1b.mnemo.common.v1.AuditEvent\"e\n\x16ListAuditEventsRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"_\n\x17ListAuditEventsResponse\x12+\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1b.mnemo.common.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\'\n\x12VerifyAuditRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\"\x9c\x01\n\x13VerifyAuditResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0e\x65vents_checked\x18\x02 \x01(\x03\x12\x1a\n\x12workspaces_checked\x18\x03 \x01(\x05\x12\x17\n\x0f\x62roken_event_id\x18\x04 \x01(\x03\x12\x1b\n\x13\x62roken_workspace_id\x18\x05 \x01(\t\x12\x0f\n\x07problem\x18\x06 \x01(\t*t\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x01\x12\x17\n\x13SEARCH_MODE_LEXICAL\x10\x02\x12\x18\n\x14SEARCH_MODE_SEMANTIC\x10\x03\x32\xc2\x06\n\rSearchService\x12I\n\x06Search\x12\x1e.mnemo.search.v1.SearchRequest\x1a\x1f.mnemo.search.v1.SearchResponse\x12R\n\tGetMemory\x12!.mnemo.search.v1.GetMemoryRequest\x1a\".mnemo.search.v1.GetMemoryResponse\x12[\n\x0cListMemories\x12$.mnemo.search.v1.ListMemoriesRequest\x1a%.mnemo.search.v1.ListMemoriesResponse\x12\x61\n\x0eListWorkspaces\x12&.mnemo.search.v1.ListWorkspacesRequest\x1a\'.mnemo.search.v1.ListWorkspacesResponse\x12g\n\x10ResolveWorkspace\x12(.mnemo.search.v1.ResolveWorkspaceRequest\x1a).mnemo.search.v1.ResolveWorkspaceResponse\x12R\n\tGetStatus\x12!.mnemo.search.v1.GetStatusRequest\x1a\".mnemo.search.v1.GetStatusResponse\x12U\n\nGetHistory\x12\".mnemo.search.v1.GetHistoryRequest\x1a#.mnemo.search.v1.GetHistoryResponse\x12\x64\n\x0fListAuditEvents\x12\'.mnemo.search.v1.ListAuditEventsRequest\x1a(.mnemo.search.v1.ListAuditEventsResponse\x12X\n\x0bVerifyAudit\x12#.mnemo.search.v1.VerifyAuditRequest\x1a$.mnemo.search.v1.VerifyAuditResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$mnemo/search/v1/search_service.proto\x12\x0fmnemo.search.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cmnemo/common/v1/common.proto\"\xda\x01\n\rSearchRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12)\n\x04mode\x18\x03 \x01(\x0e\x32\x1b.mnemo.search.v1.SearchMode\x12\r\n\x05limit\x18\x04 \x01(\x05\x12-\n\x06\x66ilter\x18\x05 \x01(\x0b\x32\x1d.mnemo.common.v1.MemoryFilter\x12\x0f\n\x07\x65xplain\x18\x06 \x01(\x08\x12-\n\x07options\x18\x07 \x01(\x0b\x32\x1c.mnemo.common.v1.ReadOptions\"-\n\x0eLegExplanation\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\r\n\x05score\x18\x02 \x01(\x01\"\xce\x01\n\x0b\x45xplanation\x12\x30\n\x07lexical\x18\x01 \x01(\x0b\x32\x1f.mnemo.search.v1.LegExplanation\x12\x31\n\x08semantic\x18\x02 \x01(\x0b\x32\x1f.mnemo.search.v1.LegExplanation\x12\x13\n\x0b\x66used_score\x18\x03 \x01(\x01\x12\x16\n\x0erecency_factor\x18\x04 \x01(\x01\x12\x17\n\x0flexical_relaxed\x18\x05 \x01(\x08\x12\x14\n\x0ctrust_factor\x18\x06 \x01(\x01\"\x87\x01\n\tSearchHit\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12\x0f\n\x07snippet\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x31\n\x0b\x65xplanation\x18\x04 \x01(\x0b\x32\x1c.mnemo.search.v1.Explanation\"\xa3\x01\n\x0eSearchResponse\x12(\n\x04hits\x18\x01 \x03(\x0b\x32\x1a.mnemo.search.v1.SearchHit\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12\x17\n\x0flexical_relaxed\x18\x03 \x01(\x08\x12-\n\tworkspace\x18\x04 \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\x12\r\n\x05scope\x18\x05 \x01(\t\"`\n\x10GetMemoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12-\n\x07options\x18\x03 \x01(\x0b\x32\x1c.mnemo.common.v1.ReadOptions\"<\n\x11GetMemoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\"\xad\x01\n\x13ListMemoriesRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12-\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x1d.mnemo.common.v1.MemoryFilter\x12-\n\x07options\x18\x05 \x01(\x0b\x32\x1c.mnemo.common.v1.ReadOptions\"Z\n\x14ListMemoriesResponse\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.mnemo.common.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x17\n\x15ListWorkspacesRequest\"H\n\x16ListWorkspacesResponse\x12.\n\nworkspaces\x18\x01 \x03(\x0b\x32\x1a.mnemo.common.v1.Workspace\",\n\x17ResolveWorkspaceRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\"I\n\x18ResolveWorkspaceResponse\x12-\n\tworkspace\x18\x01 \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\"%\n\x10GetStatusRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\"\xcd\x02\n\x11GetStatusResponse\x12\x10\n\x08memories\x18\x01 \x01(\x03\x12\x16\n\x0e\x63hunks_pending\x18\x02 \x01(\x03\x12\x17\n\x0f\x63hunks_embedded\x18\x03 \x01(\x03\x12\x15\n\rchunks_failed\x18\x04 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x05 \x01(\t\x12\x1b\n\x13\x65mbedding_dimension\x18\x06 \x01(\x05\x12\x16\n\x0e\x65mbedder_ready\x18\x07 \x01(\x08\x12\x16\n\x0e\x65mbedder_state\x18\x08 \x01(\t\x12\x35\n\x11oldest_pending_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\n \x01(\t\x12-\n\tworkspace\x18\x0b \x01(\x0b\x32\x1a.mnemo.common.v1.Workspace\"2\n\x11GetHistoryRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\xca\x01\n\rVersionRecord\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x05 \x01(\t\x12\x31\n\rrecorded_from\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brecorded_to\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb8\x02\n\x0bStateRecord\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x1d.mnemo.common.v1.MemoryStatus\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tprincipal\x18\x03 \x01(\t\x12\x15\n\rsuperseded_by\x18\x04 \x01(\t\x12.\n\nvalid_from\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rrecorded_from\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brecorded_to\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xca\x01\n\x12GetHistoryResponse\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.mnemo.common.v1.Memory\x12\x30\n\x08versions\x18\x02 \x03(\x0b\x32\x1e.mnemo.search.v1.VersionRecord\x12,\n\x06states\x18\x03 \x03(\x0b\x32\x1c.mnemo.search.v1.StateRecord\x12+\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x1b.mnemo.common.v1.AuditEvent\"e\n\x16ListAuditEventsRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"_\n\x17ListAuditEventsResponse\x12+\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1b.mnemo.common.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\'\n\x12VerifyAuditRequest\x12\x11\n\tworkspace\x18\x01 \x01(\t\"\x9c\x01\n\x13VerifyAuditResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0e\x65vents_checked\x18\x02 \x01(\x03\x12\x1a\n\x12workspaces_checked\x18\x03 \x01(\x05\x12\x17\n\x0f\x62roken_event_id\x18\x04 \x01(\x03\x12\x1b\n\x13\x62roken_workspace_id\x18\x05 \x01(\t\x12\x0f\n\x07problem\x18\x06 \x01(\t\"$\n\x13\x41uthenticateRequest\x12\r\n\x05token\x18\x01 \x01(\t\"=\n\x14\x41uthenticateResponse\x12%\n\x05token\x18\x01 \x01(\x0b\x32\x16.mnemo.common.v1.Token\"\x13\n\x11ListTokensRequest\"<\n\x12ListTokensResponse\x12&\n\x06tokens\x18\x01 \x03(\x0b\x32\x16.mnemo.common.v1.Token*t\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x01\x12\x17\n\x13SEARCH_MODE_LEXICAL\x10\x02\x12\x18\n\x14SEARCH_MODE_SEMANTIC\x10\x03\x32\xf6\x07\n\rSearchService\x12I\n\x06Search\x12\x1e.mnemo.search.v1.SearchRequest\x1a\x1f.mnemo.search.v1.SearchResponse\x12R\n\tGetMemory\x12!.mnemo.search.v1.GetMemoryRequest\x1a\".mnemo.search.v1.GetMemoryResponse\x12[\n\x0cListMemories\x12$.mnemo.search.v1.ListMemoriesRequest\x1a%.mnemo.search.v1.ListMemoriesResponse\x12\x61\n\x0eListWorkspaces\x12&.mnemo.search.v1.ListWorkspacesRequest\x1a\'.mnemo.search.v1.ListWorkspacesResponse\x12g\n\x10ResolveWorkspace\x12(.mnemo.search.v1.ResolveWorkspaceRequest\x1a).mnemo.search.v1.ResolveWorkspaceResponse\x12R\n\tGetStatus\x12!.mnemo.search.v1.GetStatusRequest\x1a\".mnemo.search.v1.GetStatusResponse\x12U\n\nGetHistory\x12\".mnemo.search.v1.GetHistoryRequest\x1a#.mnemo.search.v1.GetHistoryResponse\x12\x64\n\x0fListAuditEvents\x12\'.mnemo.search.v1.ListAuditEventsRequest\x1a(.mnemo.search.v1.ListAuditEventsResponse\x12X\n\x0bVerifyAudit\x12#.mnemo.search.v1.VerifyAuditRequest\x1a$.mnemo.search.v1.VerifyAuditResponse\x12[\n\x0c\x41uthenticate\x12$.mnemo.search.v1.AuthenticateRequest\x1a%.mnemo.search.v1.AuthenticateResponse\x12U\n\nListTokens\x12\".mnemo.search.v1.ListTokensRequest\x1a#.mnemo.search.v1.ListTokensResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mnemo.search.v1.search_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMODE']._serialized_start=3086
-  _globals['_SEARCHMODE']._serialized_end=3202
+  _globals['_SEARCHMODE']._serialized_start=3285
+  _globals['_SEARCHMODE']._serialized_end=3401
   _globals['_SEARCHREQUEST']._serialized_start=121
   _globals['_SEARCHREQUEST']._serialized_end=339
   _globals['_LEGEXPLANATION']._serialized_start=341
@@ -44,43 +44,51 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHHIT']._serialized_start=598
   _globals['_SEARCHHIT']._serialized_end=733
   _globals['_SEARCHRESPONSE']._serialized_start=736
-  _globals['_SEARCHRESPONSE']._serialized_end=884
-  _globals['_GETMEMORYREQUEST']._serialized_start=886
-  _globals['_GETMEMORYREQUEST']._serialized_end=982
-  _globals['_GETMEMORYRESPONSE']._serialized_start=984
-  _globals['_GETMEMORYRESPONSE']._serialized_end=1044
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=1047
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=1220
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=1222
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=1312
-  _globals['_LISTWORKSPACESREQUEST']._serialized_start=1314
-  _globals['_LISTWORKSPACESREQUEST']._serialized_end=1337
-  _globals['_LISTWORKSPACESRESPONSE']._serialized_start=1339
-  _globals['_LISTWORKSPACESRESPONSE']._serialized_end=1411
-  _globals['_RESOLVEWORKSPACEREQUEST']._serialized_start=1413
-  _globals['_RESOLVEWORKSPACEREQUEST']._serialized_end=1457
-  _globals['_RESOLVEWORKSPACERESPONSE']._serialized_start=1459
-  _globals['_RESOLVEWORKSPACERESPONSE']._serialized_end=1532
-  _globals['_GETSTATUSREQUEST']._serialized_start=1534
-  _globals['_GETSTATUSREQUEST']._serialized_end=1571
-  _globals['_GETSTATUSRESPONSE']._serialized_start=1574
-  _globals['_GETSTATUSRESPONSE']._serialized_end=1907
-  _globals['_GETHISTORYREQUEST']._serialized_start=1909
-  _globals['_GETHISTORYREQUEST']._serialized_end=1959
-  _globals['_VERSIONRECORD']._serialized_start=1962
-  _globals['_VERSIONRECORD']._serialized_end=2164
-  _globals['_STATERECORD']._serialized_start=2167
-  _globals['_STATERECORD']._serialized_end=2479
-  _globals['_GETHISTORYRESPONSE']._serialized_start=2482
-  _globals['_GETHISTORYRESPONSE']._serialized_end=2684
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=2686
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=2787
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=2789
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=2884
-  _globals['_VERIFYAUDITREQUEST']._serialized_start=2886
-  _globals['_VERIFYAUDITREQUEST']._serialized_end=2925
-  _globals['_VERIFYAUDITRESPONSE']._serialized_start=2928
-  _globals['_VERIFYAUDITRESPONSE']._serialized_end=3084
-  _globals['_SEARCHSERVICE']._serialized_start=3205
-  _globals['_SEARCHSERVICE']._serialized_end=4039
+  _globals['_SEARCHRESPONSE']._serialized_end=899
+  _globals['_GETMEMORYREQUEST']._serialized_start=901
+  _globals['_GETMEMORYREQUEST']._serialized_end=997
+  _globals['_GETMEMORYRESPONSE']._serialized_start=999
+  _globals['_GETMEMORYRESPONSE']._serialized_end=1059
+  _globals['_LISTMEMORIESREQUEST']._serialized_start=1062
+  _globals['_LISTMEMORIESREQUEST']._serialized_end=1235
+  _globals['_LISTMEMORIESRESPONSE']._serialized_start=1237
+  _globals['_LISTMEMORIESRESPONSE']._serialized_end=1327
+  _globals['_LISTWORKSPACESREQUEST']._serialized_start=1329
+  _globals['_LISTWORKSPACESREQUEST']._serialized_end=1352
+  _globals['_LISTWORKSPACESRESPONSE']._serialized_start=1354
+  _globals['_LISTWORKSPACESRESPONSE']._serialized_end=1426
+  _globals['_RESOLVEWORKSPACEREQUEST']._serialized_start=1428
+  _globals['_RESOLVEWORKSPACEREQUEST']._serialized_end=1472
+  _globals['_RESOLVEWORKSPACERESPONSE']._serialized_start=1474
+  _globals['_RESOLVEWORKSPACERESPONSE']._serialized_end=1547
+  _globals['_GETSTATUSREQUEST']._serialized_start=1549
+  _globals['_GETSTATUSREQUEST']._serialized_end=1586
+  _globals['_GETSTATUSRESPONSE']._serialized_start=1589
+  _globals['_GETSTATUSRESPONSE']._serialized_end=1922
+  _globals['_GETHISTORYREQUEST']._serialized_start=1924
+  _globals['_GETHISTORYREQUEST']._serialized_end=1974
+  _globals['_VERSIONRECORD']._serialized_start=1977
+  _globals['_VERSIONRECORD']._serialized_end=2179
+  _globals['_STATERECORD']._serialized_start=2182
+  _globals['_STATERECORD']._serialized_end=2494
+  _globals['_GETHISTORYRESPONSE']._serialized_start=2497
+  _globals['_GETHISTORYRESPONSE']._serialized_end=2699
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=2701
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=2802
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=2804
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=2899
+  _globals['_VERIFYAUDITREQUEST']._serialized_start=2901
+  _globals['_VERIFYAUDITREQUEST']._serialized_end=2940
+  _globals['_VERIFYAUDITRESPONSE']._serialized_start=2943
+  _globals['_VERIFYAUDITRESPONSE']._serialized_end=3099
+  _globals['_AUTHENTICATEREQUEST']._serialized_start=3101
+  _globals['_AUTHENTICATEREQUEST']._serialized_end=3137
+  _globals['_AUTHENTICATERESPONSE']._serialized_start=3139
+  _globals['_AUTHENTICATERESPONSE']._serialized_end=3200
+  _globals['_LISTTOKENSREQUEST']._serialized_start=3202
+  _globals['_LISTTOKENSREQUEST']._serialized_end=3221
+  _globals['_LISTTOKENSRESPONSE']._serialized_start=3223
+  _globals['_LISTTOKENSRESPONSE']._serialized_end=3283
+  _globals['_SEARCHSERVICE']._serialized_start=3404
+  _globals['_SEARCHSERVICE']._serialized_end=4418
 # @@protoc_insertion_point(module_scope)

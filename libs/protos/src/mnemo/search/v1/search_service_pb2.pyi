@@ -77,16 +77,18 @@ class SearchHit(_message.Message):
     def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., snippet: _Optional[str] = ..., score: _Optional[float] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "degraded", "lexical_relaxed", "workspace")
+    __slots__ = ("hits", "degraded", "lexical_relaxed", "workspace", "scope")
     HITS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_RELAXED_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     degraded: _containers.RepeatedScalarFieldContainer[str]
     lexical_relaxed: bool
     workspace: _common_pb2.Workspace
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., lexical_relaxed: _Optional[bool] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ...) -> None: ...
+    scope: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., degraded: _Optional[_Iterable[str]] = ..., lexical_relaxed: _Optional[bool] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., scope: _Optional[str] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
     __slots__ = ("workspace", "id", "options")
@@ -279,3 +281,25 @@ class VerifyAuditResponse(_message.Message):
     broken_workspace_id: str
     problem: str
     def __init__(self, ok: _Optional[bool] = ..., events_checked: _Optional[int] = ..., workspaces_checked: _Optional[int] = ..., broken_event_id: _Optional[int] = ..., broken_workspace_id: _Optional[str] = ..., problem: _Optional[str] = ...) -> None: ...
+
+class AuthenticateRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class AuthenticateResponse(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: _common_pb2.Token
+    def __init__(self, token: _Optional[_Union[_common_pb2.Token, _Mapping]] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensResponse(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[_common_pb2.Token]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[_common_pb2.Token, _Mapping]]] = ...) -> None: ...

@@ -80,6 +80,16 @@ class SearchServiceStub:
                 request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditRequest.SerializeToString,
                 response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditResponse.FromString,
                 _registered_method=True)
+        self.Authenticate = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/Authenticate',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.AuthenticateRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.AuthenticateResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/ListTokens',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
 
 
 class SearchServiceServicer:
@@ -149,6 +159,20 @@ class SearchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Authenticate(self, request, context):
+        """Authenticate resolves a bearer token to its principal; only services (the gateway) call it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """ListTokens lists every token's public record (admin only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SearchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +220,16 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     servicer.VerifyAudit,
                     request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditRequest.FromString,
                     response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditResponse.SerializeToString,
+            ),
+            'Authenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Authenticate,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.AuthenticateRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.AuthenticateResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -442,6 +476,60 @@ class SearchService:
             '/mnemo.search.v1.SearchService/VerifyAudit',
             mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditRequest.SerializeToString,
             mnemo_dot_search_dot_v1_dot_search__service__pb2.VerifyAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Authenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/Authenticate',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.AuthenticateRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.AuthenticateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/ListTokens',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,
