@@ -262,3 +262,31 @@ async def test_cli_manages_tokens(secured: Secured) -> None:
     assert code == 1 and "MNEMO_TOKEN" in err
     code, out, err = await mnemo(s.stack, "token", "revoke", secret.split("_")[1], token=s.admin)
     assert code == 0 and "revoked" in out
+
+
+async def test_only_a_reviewer_promotes_to_global_and_it_is_audited(secured: Secured) -> None:
+    s = secured
+    agent, reviewer = await s.token("agent", "alpha"), await s.token("reviewer", "alpha", principal="rev")
+    beta_agent = await s.token("agent", "beta")
+    note = await s.http.post(
+        "/api/v1/memories", json={"content": "Use uv for every Python project."}, headers=s.headers(agent)
+    )
+    memory_id = note.json()["memory"]["id"]
+    body = {"workspace": "alpha", "reason": "a team-wide convention"}
+    denied = await s.http.post(f"/api/v1/memories/{memory_id}/promote", json=body, headers=s.headers(agent))
+    assert denied.status_code == 403 and "reviewer" in denied.json()["error"]["message"]
+    # Before promotion beta does not see it; after, it does (through global), and alpha's copy is superseded.
+    query = {"query": "uv Python project", "mode": "lexical"}
+    before = await s.http.post("/api/v1/search", json=query, headers=s.headers(beta_agent))
+    assert before.json()["results"] == []
+    promoted = await s.http.post(f"/api/v1/memories/{memory_id}/promote", json=body, headers=s.headers(reviewer))
+    assert promoted.status_code == 200, promoted.text
+    shared = promoted.json()["promoted"]
+    assert shared["workspace_id"] == "global" and promoted.json()["original"]["status"] == "superseded"
+    after = await s.http.post("/api/v1/search", json=query, headers=s.headers(beta_agent))
+    assert [r["id"] for r in after.json()["results"]] == [shared["id"]]
+    mine = await s.http.post("/api/v1/search", json=query, headers=s.headers(agent))
+    assert [r["id"] for r in mine.json()["results"]] == [shared["id"]]  # the superseded original is gone
+    audit = await s.http.get("/api/v1/audit?workspace=global", headers=s.headers(s.admin))
+    promote = [e for e in audit.json()["events"] if e["action"] == "promote"]
+    assert len(promote) == 1 and promote[0]["principal"] == "rev" and promote[0]["memory_id"] == shared["id"]

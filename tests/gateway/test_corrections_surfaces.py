@@ -22,7 +22,7 @@ API = "/api/v1"
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
 LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 MISSING = str(uuid.UUID(int=7))
-LABEL = re.compile(r"^\[(\w+) · ([\w ]+) (\w+) · (\d{4}-\d{2}-\d{2})\]$")
+LABEL = re.compile(r"^\[(\w+) · ([\w ]+) (\w+) · (\d{4}-\d{2}-\d{2}) · by (\S+) in (\S+)\]$")
 CORRECTION_TOOLS = {"memory_supersede", "memory_retract", "memory_delete", "memory_history"}
 
 
@@ -563,7 +563,7 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
     text = "Use ruff format before every commit in this repository."
     first = await write(http, ws, text)
     second = await write(http, ws, text + " ")  # same words, a different content hash
-    assert first["label"] == f"[active · human note · {first['updated_at'][:10]}]"
+    assert first["label"] == f"[active · human note · {first['updated_at'][:10]} · by local in {first['workspace_id']}]"
     assert LABEL.match(first["label"]) and first["trust"] == pytest.approx(0.85)
 
     confirmed = ok(
@@ -571,7 +571,7 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
     )
     assert confirmed["outcome"] != "unchanged"
     assert confirmed["memory"]["status"] == "confirmed" and confirmed["memory"]["status_reason"] == "team rule"
-    assert confirmed["memory"]["label"] == f"[confirmed · human note · {first['updated_at'][:10]}]"
+    assert confirmed["memory"]["label"] == f"[confirmed · human note · {first['updated_at'][:10]} · by local in {first['workspace_id']}]"
     before = await counts(hash_stack.dsn)
     again = ok(await http.post(f"{API}/memories/{first['id']}/confirm", json={"workspace": ws}))
     assert again["outcome"] == "unchanged" and again["memory"]["status"] == "confirmed"
@@ -596,7 +596,7 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
         agent = tool_json(
             await client.call_tool("memory_write", {"content": "Ruff is pinned to 0.8.", "kind": "decision"})
         )["memory"]
-    assert agent["label"] == f"[active · agent decision · {agent['updated_at'][:10]}]"
+    assert agent["label"] == f"[active · agent decision · {agent['updated_at'][:10]} · by local in {agent['workspace_id']}]"
     ok(await http.post(f"{API}/memories/{agent['id']}/retract", json={"workspace": ws, "reason": "unpinned"}))
     found = ok(
         await http.post(
@@ -604,7 +604,7 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
         )
     )["results"]
     retracted = next(r for r in found if r["id"] == agent["id"])
-    assert retracted["label"] == f"[retracted · agent decision · {agent['updated_at'][:10]}]"
+    assert retracted["label"] == f"[retracted · agent decision · {agent['updated_at'][:10]} · by local in {agent['workspace_id']}]"
     assert retracted["trust"] < by_id[second["id"]]["trust"]
 
 

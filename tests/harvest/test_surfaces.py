@@ -55,8 +55,18 @@ async def test_mcp_tool_reports_harvest_status(harvest: Harvest) -> None:
     conversation(harvest.projects, "/work/mcp", "knot").write()
     conversation(harvest.projects, "/work/nowhere", "ruff").write()
     await harvest.run()
-    async with Client(mcp_url(harvest.stack)) as client:
+    async with Client(mcp_url(harvest.stack, "/work/mcp")) as client:
         status = tool_json(await client.call_tool("memory_harvest_status", {}))
+        # What reaches the model: harvested text framed as quoted data, an agent's own note not.
+        tool_json(await client.call_tool("memory_write", {"content": "Our own note: knot job is fine."}))
+        found = tool_json(await client.call_tool("memory_search", {"query": "knot job", "mode": "lexical"}))
+        by_provenance = {r["provenance"]: r for r in found["results"]}
+        session = by_provenance["harvested_transcript"]
+        assert session["snippet"].startswith("<quoted-data source='harvested_transcript'")
+        assert session["snippet"].endswith("</quoted-data>") and "by harvest in" in session["label"]
+        assert not by_provenance["agent"]["snippet"].startswith("<quoted-data")
+        got = tool_json(await client.call_tool("memory_get", {"id": session["id"]}))
+        assert got["content"].startswith("<quoted-data source='harvested_transcript'")
     claude = next(a for a in status["agents"] if a["agent"] == "claude-code")
     assert claude["harvested"] == 1 and claude["skipped"] == {"no-workspace": 1}
     assert status["unregistered"] == ["/work/nowhere"]

@@ -48,6 +48,9 @@ def _print_json(data: Any) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from mnemo_cli.up import run_up
 
+    if args.unsafe_no_auth:
+        os.environ["MNEMO_UNSAFE_NO_AUTH"] = "true"
+
     return run_up()
 
 
@@ -198,6 +201,16 @@ def cmd_retract(args: argparse.Namespace) -> int:
     body = {"reason": args.reason, "workspace": _workspace_ref(args.workspace)}
     result = _client().request("POST", f"/memories/{args.id}/retract", json=body)
     _print_json(result) if args.json else _print_memory_line("retracted", result["memory"])
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    body = {"reason": args.reason, "workspace": _workspace_ref(args.workspace)}
+    result = _client().request("POST", f"/memories/{args.id}/promote", json=body)
+    if args.json:
+        _print_json(result)
+    else:
+        _print_memory_line("promoted to global as", result["promoted"])
     return 0
 
 
@@ -469,7 +482,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnemo", description="Long-term memory for AI coding agents.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="run everything: embedded PostgreSQL, ingest, search, gateway")
+    up = sub.add_parser("up", help="run everything: embedded PostgreSQL, ingest, search, harvest, gateway")
+    up.add_argument(
+        "--unsafe-no-auth",
+        action="store_true",
+        help="serve beyond loopback without tokens (MNEMO_UNSAFE_NO_AUTH): only behind something that authenticates",
+    )
     up.set_defaults(func=cmd_up)
     serve = sub.add_parser("serve", help="run one service alone (what Kubernetes runs)")
     serve.add_argument("service", choices=["ingest", "search", "harvest", "gateway"])
@@ -527,6 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
     retract.add_argument("id")
     retract.add_argument("--reason", required=True)
     retract.set_defaults(func=cmd_retract)
+    promote = with_common(sub.add_parser("promote", help="share a memory with every workspace via global (reviewer)"))
+    promote.add_argument("id")
+    promote.add_argument("--reason", required=True)
+    promote.set_defaults(func=cmd_promote)
 
     confirm = with_common(sub.add_parser("confirm", help="confirm an active or candidate memory"))
     confirm.add_argument("id")

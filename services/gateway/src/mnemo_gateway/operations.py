@@ -80,12 +80,12 @@ def _iso(ts: timestamp_pb2.Timestamp) -> str:
 
 
 def label(memory: common_pb2.Memory) -> str:
-    """What an agent reads first: status, who wrote it and what it is, and when."""
+    """What an agent reads first: status, how it was made and what it is, when, who wrote it, where."""
     status = enum_label(common_pb2.MemoryStatus, memory.status)
     provenance = enum_label(common_pb2.Provenance, memory.provenance).replace("_", " ")
     kind = enum_label(common_pb2.MemoryKind, memory.kind)
     day = _iso(memory.updated_at)[:10]
-    return f"[{status} · {provenance} {kind} · {day}]"
+    return f"[{status} · {provenance} {kind} · {day} · by {memory.author} in {memory.workspace_id}]"
 
 
 def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[str, Any]:
@@ -453,6 +453,18 @@ class Operations:
         )
         response = await self._call(self.backends.ingest.DeleteMemory, request)
         return {"tombstone": tombstone_json(response.tombstone)}
+
+    async def promote(self, memory_id: str, args: ReasonInput) -> dict[str, Any]:
+        _checked(args)
+        _check_text(memory_id, "id")
+        request = ingest_pb.PromoteMemoryRequest(
+            workspace=self.workspace(args.workspace), id=memory_id, reason=args.reason
+        )
+        response = await self._call(self.backends.ingest.PromoteMemory, request)
+        return {
+            "promoted": memory_json(response.promoted, with_content=False),
+            "original": memory_json(response.original, with_content=False),
+        }
 
     async def restore(self, memory_id: str, args: WorkspaceOnlyInput) -> dict[str, Any]:
         _checked(args)

@@ -105,6 +105,10 @@ def build_router(operations: Operations) -> APIRouter:
     async def supersede_memory(memory_id: str, body: SupersedeInput) -> Any:
         return JSONResponse(await operations.supersede(memory_id, body, None, provenance="human"), status_code=201)
 
+    @router.post("/memories/{memory_id}/promote", summary="Share a belief with every workspace (reviewer)")
+    async def promote_memory(memory_id: str, body: ReasonInput) -> dict[str, Any]:
+        return await operations.promote(memory_id, body)
+
     @router.post("/memories/{memory_id}/retract", summary="Mark a belief wrong, with no successor")
     async def retract_memory(memory_id: str, body: ReasonInput) -> dict[str, Any]:
         return await operations.retract(memory_id, body, None)

@@ -283,6 +283,65 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 superseded=await self._fetch(conn, old_id), successor=await self._fetch(conn, new_id)
             )
 
+    async def PromoteMemory(self, request: pb.PromoteMemoryRequest, context: Any) -> pb.PromoteMemoryResponse:
+        current_call().require("reviewer", "promoting a memory to global")
+        old_id = parse_memory_id(request.id)
+        reason = check_reason(request.reason, required=True)
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_workspace(conn, request.workspace, access="write")
+            if ws.id == GLOBAL_WORKSPACE:
+                raise FailedPrecondition(f"memory {old_id} is already in global")
+            shared = await resolve_workspace(conn, GLOBAL_WORKSPACE, access="write")
+            old = await self._locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="promote")
+            content = await conn.fetchval(
+                "SELECT content FROM memory_versions WHERE memory_id = $1 AND version = $2", old_id, old["version"]
+            )
+            draft = Draft(
+                kind=old["kind"],
+                title=old["title"],
+                content=content,
+                content_hash=old["content_hash"],
+                tags=list(old["tags"]),
+                metadata={**old["metadata"], "promoted_from": {"workspace": ws.id, "memory": str(old_id)}},
+                source_uri=None,
+                idempotency_key=None,
+                provenance=await conn.fetchval("SELECT provenance FROM memories WHERE id = $1", old_id),
+                valid_from=old["valid_from"],
+            )
+            chunks = await self._chunks(draft.title, draft.content)
+            new_id = await self._insert_memory(conn, shared, draft, chunks)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    shared.id,
+                    "promote",
+                    str(new_id),
+                    1,
+                    None,
+                    draft.content_hash,
+                    {"from_workspace": ws.id, "from_memory": str(old_id), "reason": reason},
+                ),
+            )
+            await self._set_state(
+                conn, ws, old, "superseded", reason=f"promoted to global: {reason}", superseded_by=new_id
+            )
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id,
+                    "supersede",
+                    str(old_id),
+                    old["version"],
+                    old["content_hash"],
+                    draft.content_hash,
+                    {"successor": str(new_id), "reason": f"promoted to global: {reason}"},
+                ),
+            )
+            log.info("memory_promoted", memory_id=str(old_id), promoted=str(new_id), workspace=ws.id)
+            return pb.PromoteMemoryResponse(
+                promoted=await self._fetch(conn, new_id), original=await self._fetch(conn, old_id)
+            )
+
     async def RetractMemory(self, request: pb.RetractMemoryRequest, context: Any) -> pb.RetractMemoryResponse:
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=True)

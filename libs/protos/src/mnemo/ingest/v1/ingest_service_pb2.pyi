@@ -311,3 +311,21 @@ class RevokeTokenResponse(_message.Message):
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     token: _common_pb2.Token
     def __init__(self, token: _Optional[_Union[_common_pb2.Token, _Mapping]] = ...) -> None: ...
+
+class PromoteMemoryRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class PromoteMemoryResponse(_message.Message):
+    __slots__ = ("promoted", "original")
+    PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    promoted: _common_pb2.Memory
+    original: _common_pb2.Memory
+    def __init__(self, promoted: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., original: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...

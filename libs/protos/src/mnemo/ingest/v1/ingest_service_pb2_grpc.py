@@ -85,6 +85,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.FromString,
                 _registered_method=True)
+        self.PromoteMemory = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/PromoteMemory',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PromoteMemoryRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PromoteMemoryResponse.FromString,
+                _registered_method=True)
         self.CreateToken = channel.unary_unary(
                 '/mnemo.ingest.v1.IngestService/CreateToken',
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.CreateTokenRequest.SerializeToString,
@@ -171,6 +176,14 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PromoteMemory(self, request, context):
+        """PromoteMemory moves a belief into the shared `global` scope (reviewer or admin): a copy is written
+        in global and the original is superseded by it, both audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateToken(self, request, context):
         """CreateToken issues a bearer token (admin only); the token string is returned once.
         """
@@ -237,6 +250,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RescanRedactions,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.SerializeToString,
+            ),
+            'PromoteMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteMemory,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PromoteMemoryRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PromoteMemoryResponse.SerializeToString,
             ),
             'CreateToken': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateToken,
@@ -520,6 +538,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RescanRedactions',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanRedactionsRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RescanProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/PromoteMemory',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PromoteMemoryRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.PromoteMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
