@@ -89,7 +89,9 @@ async def test_cli_supersede_history_and_time_travel(hash_stack: Stack, hash_cli
     assert match, out
     new_id = match.group(1)
     assert re.search(
-        rf"^superseded: {old['id']}  .*\[superseded · human decision · \d{{4}}-\d{{2}}-\d{{2}}\]$", out, re.M
+        rf"^superseded: {old['id']}  .*\[superseded · human decision · \d{{4}}-\d{{2}}-\d{{2}} · by local in \S+\]$",
+        out,
+        re.M,
     )
     assert re.search(rf"^successor : {new_id}  .*\[active · human decision · ", out, re.M)
 
@@ -229,7 +231,10 @@ async def test_cli_retract_and_confirm(hash_stack: Stack, hash_clients: Clients)
     assert await table_counts(hash_stack.dsn) == before
 
     out = await ok(hash_stack, "retract", wrong["id"], "--reason", "measured: 8 GB", "-w", ws)
-    assert re.match(rf"^retracted: {wrong['id']}  .*\[retracted · human note · \d{{4}}-\d{{2}}-\d{{2}}\]$", out.strip())
+    assert re.match(
+        rf"^retracted: {wrong['id']}  .*\[retracted · human note · \d{{4}}-\d{{2}}-\d{{2}} · by local in \S+\]$",
+        out.strip(),
+    )
     plain, with_history, again, confirm_wrong = await together(
         hash_stack,
         ("search", "build", "memory", "--mode", "lexical", "-w", ws),
