@@ -571,7 +571,10 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
     )
     assert confirmed["outcome"] != "unchanged"
     assert confirmed["memory"]["status"] == "confirmed" and confirmed["memory"]["status_reason"] == "team rule"
-    assert confirmed["memory"]["label"] == f"[confirmed · human note · {first['updated_at'][:10]} · by local in {first['workspace_id']}]"
+    assert (
+        confirmed["memory"]["label"]
+        == f"[confirmed · human note · {first['updated_at'][:10]} · by local in {first['workspace_id']}]"
+    )
     before = await counts(hash_stack.dsn)
     again = ok(await http.post(f"{API}/memories/{first['id']}/confirm", json={"workspace": ws}))
     assert again["outcome"] == "unchanged" and again["memory"]["status"] == "confirmed"
@@ -596,7 +599,10 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
         agent = tool_json(
             await client.call_tool("memory_write", {"content": "Ruff is pinned to 0.8.", "kind": "decision"})
         )["memory"]
-    assert agent["label"] == f"[active · agent decision · {agent['updated_at'][:10]} · by local in {agent['workspace_id']}]"
+    assert (
+        agent["label"]
+        == f"[active · agent decision · {agent['updated_at'][:10]} · by local in {agent['workspace_id']}]"
+    )
     ok(await http.post(f"{API}/memories/{agent['id']}/retract", json={"workspace": ws, "reason": "unpinned"}))
     found = ok(
         await http.post(
@@ -604,7 +610,10 @@ async def test_rest_confirm_labels_and_trust(http: httpx.AsyncClient, hash_clien
         )
     )["results"]
     retracted = next(r for r in found if r["id"] == agent["id"])
-    assert retracted["label"] == f"[retracted · agent decision · {agent['updated_at'][:10]} · by local in {agent['workspace_id']}]"
+    assert (
+        retracted["label"]
+        == f"[retracted · agent decision · {agent['updated_at'][:10]} · by local in {agent['workspace_id']}]"
+    )
     assert retracted["trust"] < by_id[second["id"]]["trust"]
 
 

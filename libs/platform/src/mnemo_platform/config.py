@@ -251,6 +251,13 @@ class TrustSettings:
         shown_default=f"`{PROVENANCE_WEIGHTS}`",
     )
 
+    suspicious_weight: float = setting(
+        "MNEMO_TRUST_SUSPICIOUS_WEIGHT",
+        0.5,
+        "Own trust factor of a memory whose text tries to instruct the model (flagged `suspicious`).",
+        parse_positive_float,
+    )
+
     def validate(self) -> None:
         defaults_s, defaults_p = dict(parse_weights(STATUS_WEIGHTS)), dict(parse_weights(PROVENANCE_WEIGHTS))
         given_s, given_p = dict(self.status_weights), dict(self.provenance_weights)

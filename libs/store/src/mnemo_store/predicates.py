@@ -67,7 +67,7 @@ class Scoped:
 # Every column of `memories` that reads use is here, so a query is the same either way.
 _AS_OF = """(
     SELECT m.id, m.workspace_id, m.kind, v.title, m.tags, m.metadata, m.source_uri,
-           s.status, s.reason AS status_reason, m.trust, m.author, m.provenance, v.version,
+           s.status, s.reason AS status_reason, m.trust, m.suspicious, m.author, m.provenance, v.version,
            v.content_hash, s.valid_from, s.valid_to, m.created_at, v.recorded_from AS updated_at,
            s.superseded_by, m.deleted_at
     FROM memories m

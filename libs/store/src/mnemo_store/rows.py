@@ -20,7 +20,7 @@ from mnemo_store.workspaces import WorkspaceRow
 MEMORY_COLUMNS = """
     m.id, m.workspace_id, m.kind, m.title, m.tags, m.metadata, m.source_uri, m.status,
     m.provenance, m.author, m.version, m.content_hash, m.created_at, m.updated_at,
-    m.superseded_by, m.valid_from, m.valid_to, m.status_reason, m.trust,
+    m.superseded_by, m.valid_from, m.valid_to, m.status_reason, m.trust, m.suspicious,
     (SELECT CASE WHEN bool_or(c.embed_status = 'failed') THEN 'failed'
                  WHEN bool_or(c.embed_status = 'pending') THEN 'pending'
                  ELSE 'embedded' END
@@ -71,6 +71,7 @@ def memory_message(row: Any, with_content: bool = False, trust: TrustSettings | 
         valid_from=timestamp(row["valid_from"]),
         valid_to=timestamp(row["valid_to"]),
         status_reason=row["status_reason"] or "",
+        suspicious=list(row["suspicious"]),
     )
     if trust is not None:
         message.trust = trust.factor(row["status"], row["provenance"], row["trust"])

@@ -85,7 +85,9 @@ def label(memory: common_pb2.Memory) -> str:
     provenance = enum_label(common_pb2.Provenance, memory.provenance).replace("_", " ")
     kind = enum_label(common_pb2.MemoryKind, memory.kind)
     day = _iso(memory.updated_at)[:10]
-    return f"[{status} · {provenance} {kind} · {day} · by {memory.author} in {memory.workspace_id}]"
+    # Shown first, so no reader takes flagged text at face value.
+    flag = f"suspicious: {', '.join(memory.suspicious)} · " if memory.suspicious else ""
+    return f"[{flag}{status} · {provenance} {kind} · {day} · by {memory.author} in {memory.workspace_id}]"
 
 
 def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[str, Any]:
@@ -107,6 +109,7 @@ def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[st
         "updated_at": _iso(memory.updated_at),
         "embedding_state": enum_label(common_pb2.EmbeddingState, memory.embedding_state),
         "trust": round(memory.trust, 4),
+        "suspicious": list(memory.suspicious),
         "superseded_by": memory.superseded_by,
         "status_reason": memory.status_reason,
         "valid_from": _iso(memory.valid_from),

@@ -28,6 +28,7 @@ from mnemo_ingest.validation import (
     check_write,
     content_hash,
     redacted_text,
+    screened,
 )
 from mnemo_platform import ALL_WORKSPACES, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, current_call
 from mnemo_platform.config import IngestSettings, TrustSettings
@@ -70,9 +71,15 @@ _CLOSE_SPAN = """
 """
 
 
-def _details(redactions: list[dict[str, str]] | tuple[dict[str, str], ...]) -> dict[str, object]:
-    """Audit details of a write: what redaction removed (kind and digest), never the secret."""
-    return {"redactions": list(redactions)} if redactions else {}
+def _details(
+    redactions: list[dict[str, str]] | tuple[dict[str, str], ...], suspicious: tuple[str, ...] = ()
+) -> dict[str, object]:
+    """Audit details of a write: what redaction removed (kind and digest, never the secret), and
+    the kinds of memory poisoning the text was flagged for."""
+    details: dict[str, object] = {"redactions": list(redactions)} if redactions else {}
+    if suspicious:
+        details["suspicious"] = list(suspicious)
+    return details
 
 
 def _tombstone_message(row: asyncpg.Record) -> pb.Tombstone:
@@ -187,7 +194,16 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         memory_id = await self._insert_memory(conn, ws, draft, chunks)
         await self._record_derivation(conn, ws, draft, memory_id)
         await append_audit_event(
-            conn, AuditEvent(ws.id, "write", str(memory_id), 1, None, draft.content_hash, _details(draft.redactions))
+            conn,
+            AuditEvent(
+                ws.id,
+                "write",
+                str(memory_id),
+                1,
+                None,
+                draft.content_hash,
+                _details(draft.redactions, draft.suspicious),
+            ),
         )
         log.info("memory_written", memory_id=str(memory_id), workspace=ws.id, chunks=len(chunks))
         return pb.WriteMemoryResponse(memory=await self._fetch(conn, memory_id), outcome=pb.WRITE_OUTCOME_CREATED)
@@ -293,6 +309,12 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 raise FailedPrecondition(f"memory {old_id} is already in global")
             shared = await resolve_workspace(conn, GLOBAL_WORKSPACE, access="write")
             old = await self._locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="promote")
+            flagged = await conn.fetchval("SELECT suspicious FROM memories WHERE id = $1", old_id)
+            if flagged and old["status"] != "confirmed":
+                raise FailedPrecondition(
+                    f"memory {old_id} is flagged suspicious ({', '.join(flagged)}): it tries to instruct the model. "
+                    "A reviewer must confirm it before it can be promoted to global"
+                )
             content = await conn.fetchval(
                 "SELECT content FROM memory_versions WHERE memory_id = $1 AND version = $2", old_id, old["version"]
             )
@@ -809,8 +831,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         await conn.execute(
             """
             INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
-                                  status, author, provenance, version, content_hash, valid_from, valid_to)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $14, $9, $10, 1, $11, $12, $13)
+                                  status, author, provenance, version, content_hash, valid_from, valid_to,
+                                  suspicious, trust)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $14, $9, $10, 1, $11, $12, $13, $15, $16)
             """,
             memory_id,
             ws.id,
@@ -826,6 +849,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             draft.valid_from,
             draft.valid_to,
             draft.status,
+            list(draft.suspicious),
+            self._own_trust(draft.suspicious),
         )
         await conn.execute(
             """
@@ -842,6 +867,10 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         await self._open_state(conn, memory_id, ws.id, draft.status, None, None, draft.valid_from, draft.valid_to)
         await self._insert_chunks(conn, memory_id, 1, ws.id, chunks)
         return memory_id
+
+    def _own_trust(self, suspicious: tuple[str, ...]) -> float:
+        """A memory's own trust factor: lowered while its text looks like an attempt to instruct the model."""
+        return self.trust.suspicious_weight if suspicious else 1.0
 
     async def _chunks(self, title: str, content: str) -> list[Chunk]:
         # Tokenizing a 1 MiB note takes seconds: keep it off the event loop serving other calls.
@@ -864,6 +893,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         memory_id, old_version = row["id"], row["version"]
         version = old_version + 1
         author = current_call().principal
+        suspicious = screened(title, content)
         await conn.execute(
             f"""
             WITH closed AS ({_CLOSE_SPAN.format(table="memory_versions")})
@@ -882,7 +912,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         await conn.execute(
             """
             UPDATE memories SET version = $2, title = $3, tags = $4, metadata = $5, content_hash = $6,
-                                updated_at = now()
+                                updated_at = now(), suspicious = $7, trust = $8
             WHERE id = $1
             """,
             memory_id,
@@ -891,11 +921,21 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             tags,
             metadata,
             new_hash,
+            list(suspicious),
+            self._own_trust(suspicious),
         )
         await self._insert_chunks(conn, memory_id, version, ws.id, chunks)
         await append_audit_event(
             conn,
-            AuditEvent(ws.id, "update", str(memory_id), version, row["content_hash"], new_hash, _details(redactions)),
+            AuditEvent(
+                ws.id,
+                "update",
+                str(memory_id),
+                version,
+                row["content_hash"],
+                new_hash,
+                _details(redactions, suspicious),
+            ),
         )
         log.info("memory_updated", memory_id=str(memory_id), version=version, chunks=len(chunks))
 

@@ -11,6 +11,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from mnemo.common.v1 import common_pb2
+from mnemo_guard import screen
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_label
 from mnemo_redact import redact, redact_json
@@ -120,6 +121,8 @@ class Draft:
     derivation: DerivationDraft | None = None
     redactions: tuple[dict[str, str], ...] = ()
     """redactions are the secrets removed (kind and digest, never the secret), for the audit log."""
+    suspicious: tuple[str, ...] = ()
+    """suspicious are the kinds of instruction-like text found (memory poisoning); empty when clean."""
 
 
 @dataclass(frozen=True)
@@ -196,9 +199,13 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
     content = redactor.text(content)
     source_uri = check_short(request.source_uri, "source_uri", MAX_SOURCE_URI_CHARS)
     source_uri = redactor.text(source_uri) if source_uri else None
+    title = redactor.text(check_title(request.title, content))
+    suspicious = screened(title, content)
+    if suspicious and status == "active":
+        status = "candidate"  # text that tries to instruct the model waits for a reviewer
     return Draft(
         kind=check_enum(common_pb2.MemoryKind, request.kind, "kind", "note"),
-        title=redactor.text(check_title(request.title, content)),
+        title=title,
         content=content,
         content_hash=content_hash(content),
         tags=[redactor.text(tag) for tag in check_tags(list(request.tags))],
@@ -211,7 +218,13 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
         status=status,
         derivation=check_derivation(request, source_uri),
         redactions=tuple(redactor.findings),
+        suspicious=suspicious,
     )
+
+
+def screened(title: str, content: str) -> tuple[str, ...]:
+    """The kinds of memory poisoning in a memory's text (after redaction), or () when clean."""
+    return screen(f"{title}\n{content}").kinds
 
 
 def redacted_text(value: str) -> tuple[str, list[dict[str, str]]]:

@@ -108,7 +108,7 @@ class Token(_message.Message):
     def __init__(self, id: _Optional[str] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., workspaces: _Optional[_Iterable[str]] = ..., label: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "workspace_id", "kind", "title", "content", "tags", "metadata", "source_uri", "status", "provenance", "author", "version", "content_hash", "created_at", "updated_at", "embedding_state", "superseded_by", "valid_from", "valid_to", "status_reason", "trust")
+    __slots__ = ("id", "workspace_id", "kind", "title", "content", "tags", "metadata", "source_uri", "status", "provenance", "author", "version", "content_hash", "created_at", "updated_at", "embedding_state", "superseded_by", "valid_from", "valid_to", "status_reason", "trust", "suspicious")
     ID_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class Memory(_message.Message):
     VALID_TO_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
+    SUSPICIOUS_FIELD_NUMBER: _ClassVar[int]
     id: str
     workspace_id: str
     kind: MemoryKind
@@ -151,7 +152,8 @@ class Memory(_message.Message):
     valid_to: _timestamp_pb2.Timestamp
     status_reason: str
     trust: float
-    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., provenance: _Optional[_Union[Provenance, str]] = ..., author: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_state: _Optional[_Union[EmbeddingState, str]] = ..., superseded_by: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status_reason: _Optional[str] = ..., trust: _Optional[float] = ...) -> None: ...
+    suspicious: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., status: _Optional[_Union[MemoryStatus, str]] = ..., provenance: _Optional[_Union[Provenance, str]] = ..., author: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding_state: _Optional[_Union[EmbeddingState, str]] = ..., superseded_by: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status_reason: _Optional[str] = ..., trust: _Optional[float] = ..., suspicious: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MemoryFilter(_message.Message):
     __slots__ = ("kinds", "tags", "created_after", "created_before", "updated_after", "updated_before")
