@@ -346,6 +346,9 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             )
         if before is not None:
             clauses.append(f"id < {params.bind(before)}")
+        if not current_call().all_workspaces:
+            # Token events live in global's chain and name other workspaces' principals and ids.
+            clauses.append("action NOT LIKE 'token\\_%'")
         rows = await self.pool.fetch(
             f"SELECT * FROM audit_events WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT {params.bind(size + 1)}",
             *params.values,
