@@ -54,3 +54,15 @@ def treat_as_unavailable(*types: type[BaseException]) -> None:
     for exc_type in types:
         if exc_type not in UNAVAILABLE_ERRORS:
             UNAVAILABLE_ERRORS.append(exc_type)
+
+
+# Exceptions that mean "the caller's text cannot be stored" (a NUL byte PostgreSQL refuses): a
+# check missed upstream still answers INVALID_ARGUMENT, never INTERNAL. Libraries register theirs.
+INVALID_INPUT_ERRORS: list[type[BaseException]] = []
+
+
+def treat_as_invalid_input(*types: type[BaseException]) -> None:
+    """Registers exception types that the error-mapping interceptor reports as INVALID_ARGUMENT."""
+    for exc_type in types:
+        if exc_type not in INVALID_INPUT_ERRORS:
+            INVALID_INPUT_ERRORS.append(exc_type)

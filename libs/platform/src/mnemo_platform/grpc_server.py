@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from mnemo_platform.context import CallContext, call_from_metadata, new_request_id, reset_call, set_call
-from mnemo_platform.errors import UNAVAILABLE_ERRORS, MnemoError, Unauthenticated
+from mnemo_platform.errors import INVALID_INPUT_ERRORS, UNAVAILABLE_ERRORS, MnemoError, Unauthenticated
 
 log = structlog.get_logger("mnemo.grpc")
 
@@ -113,6 +113,11 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
         raise
     except MnemoError as exc:
         await context.abort(exc.code, exc.message)
+    except tuple(INVALID_INPUT_ERRORS) as exc:
+        log.warning("rpc_invalid_input", method=method, error=type(exc).__name__)
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, "a text field holds a character the store cannot keep (a NUL byte?)"
+        )
     except tuple(UNAVAILABLE_ERRORS) as exc:
         log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"a dependency is unavailable: {type(exc).__name__}")

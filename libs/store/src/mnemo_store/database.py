@@ -9,6 +9,7 @@ import structlog
 from pgvector.asyncpg import register_vector
 
 from mnemo_platform import Unavailable, treat_as_unavailable
+from mnemo_platform.errors import treat_as_invalid_input
 
 log = structlog.get_logger("mnemo.store")
 
@@ -20,6 +21,8 @@ treat_as_unavailable(
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
 )
+# A NUL (or an untranslatable character) that a field check missed is the caller's input, not a bug.
+treat_as_invalid_input(asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
 _instrumented = False
 

@@ -55,8 +55,8 @@ async def create_token(
         raise InvalidArgument("a token needs at least one workspace (or * for an admin)")
     if ALL_WORKSPACES in workspaces and role != "admin":
         raise InvalidArgument("only an admin token may reach every workspace (*); name the agent's workspaces")
-    if len(label) > 200:
-        raise InvalidArgument("label is longer than 200 characters")
+    if len(label) > 200 or "\x00" in label:
+        raise InvalidArgument("label must be at most 200 characters, without NUL bytes")
     await conn.execute("INSERT INTO principals (name) VALUES ($1) ON CONFLICT DO NOTHING", principal)
     token_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
     secret = secrets.token_urlsafe(32)
