@@ -27,7 +27,9 @@ from tests.gateway.fuzz_strategies import (
     encodable,
     fill,
     fresh_memory,
+    logged_errors,
     raw_json,
+    server_log,
     short,
     start_fuzz_stack,
     uses,
@@ -35,7 +37,7 @@ from tests.gateway.fuzz_strategies import (
 from tests.helpers import MCP_TOOLS, Postgres, mcp_client
 
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-EXAMPLES = 30
+EXAMPLES = 40
 MAX_BODY = 4 * MIB  # MNEMO_HTTP_MAX_BODY_BYTES' default
 # gRPC codes that mean a service failed rather than refused: the MCP face of a 5xx.
 SERVER_FAULTS = ("INTERNAL:", "UNKNOWN:", "DATA_LOSS:", "UNAVAILABLE:", "DEADLINE_EXCEEDED:")
@@ -90,10 +92,10 @@ async def call_tool(stack: Stack, http: httpx.AsyncClient, tool: str, args: dict
         return Outcome("client", 200, result.is_error, result.content[0].text if result.content else "")
     response = await http.post(f"/mcp?workspace={WS}", content=body, headers=MCP_HEADERS)
     assert response.status_code < 500, (response.status_code, response.text[:500])
-    body = response.json()
-    if "error" in body:
-        return Outcome("raw", response.status_code, True, body["error"]["message"], body["error"]["code"])
-    result = body["result"]
+    reply = response.json()
+    if "error" in reply:
+        return Outcome("raw", response.status_code, True, reply["error"]["message"], reply["error"]["code"])
+    result = reply["result"]
     return Outcome("raw", response.status_code, result.get("isError", False), result["content"][0]["text"])
 
 
@@ -162,10 +164,12 @@ async def test_any_arguments_get_a_result_or_a_clear_tool_error_and_a_refusal_wr
     if uses(args, FRESH):
         args = fill(args, await fresh_memory(http))
     before = await db_state(stack.dsn)
-    outcome = await call_tool(stack, http, tool, args)
+    with server_log() as log:
+        outcome = await call_tool(stack, http, tool, args)
     after = await db_state(stack.dsn)
     note(f"{tool}({short(args)}) via {outcome.via}: {short(outcome.text, 500)}")
     assert_no_crash(tool, outcome)
+    assert logged_errors(log) == [], "the call was answered, but something in the stack failed unhandled"
     event(f"{outcome.via}: {kind_of(tool, outcome)}")
     if outcome.is_error:
         assert changes(before, after) == {}, "a refused call wrote something"

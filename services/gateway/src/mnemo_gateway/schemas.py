@@ -15,16 +15,20 @@ WorkspaceRef = str | None
 MAX_METADATA_DEPTH = 32
 
 
-def _depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
+def _deeper_than(value: Any, limit: int) -> bool:
+    # Iterative, and it stops at the limit: JSON decoders accept nesting far past Python's recursion limit.
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth == limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _shallow(value: dict[str, Any]) -> dict[str, Any]:
-    if _depth(value) > MAX_METADATA_DEPTH:
+    if _deeper_than(value, MAX_METADATA_DEPTH):
         raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
     return value
 
