@@ -1,0 +1,139 @@
+"""The least role of every RPC, declared once and checked against the services: a role below it is refused with
+PERMISSION_DENIED naming the role, the role itself gets past the check. The RPCs are enumerated from the proto
+descriptors, so a new RPC (deciding review proposals, say) without a declared role fails the suite."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+import httpx
+import pytest
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor
+
+from mnemo.harvest.v1 import harvest_service_pb2 as hpb
+from mnemo.ingest.v1 import ingest_service_pb2 as ipb
+from mnemo.search.v1 import search_service_pb2 as spb
+from mnemo_cli.stack import Stack
+from mnemo_embed import HashEmbedder
+from mnemo_platform.context import ROLES, CallContext
+from tests.helpers import Postgres, start_stack
+
+WORKSPACE = "roles"
+LEAST_ROLE = {
+    "mnemo.search.v1.SearchService.Search": "agent",
+    "mnemo.search.v1.SearchService.GetMemory": "agent",
+    "mnemo.search.v1.SearchService.ListMemories": "agent",
+    "mnemo.search.v1.SearchService.ListWorkspaces": "agent",
+    "mnemo.search.v1.SearchService.ResolveWorkspace": "agent",
+    "mnemo.search.v1.SearchService.GetStatus": "agent",
+    "mnemo.search.v1.SearchService.GetHistory": "agent",
+    "mnemo.search.v1.SearchService.ListAuditEvents": "agent",
+    "mnemo.search.v1.SearchService.VerifyAudit": "agent",
+    "mnemo.search.v1.SearchService.Authenticate": "admin",  # the gateway's own call, as the system principal
+    "mnemo.search.v1.SearchService.ListTokens": "admin",
+    "mnemo.ingest.v1.IngestService.WriteMemory": "agent",
+    "mnemo.ingest.v1.IngestService.UpdateMemory": "agent",
+    "mnemo.ingest.v1.IngestService.AddWorkspace": "admin",
+    "mnemo.ingest.v1.IngestService.SupersedeMemory": "agent",
+    "mnemo.ingest.v1.IngestService.RetractMemory": "agent",
+    "mnemo.ingest.v1.IngestService.ConfirmMemory": "reviewer",
+    "mnemo.ingest.v1.IngestService.DeleteMemory": "agent",
+    "mnemo.ingest.v1.IngestService.RestoreMemory": "reviewer",
+    "mnemo.ingest.v1.IngestService.PurgeMemory": "admin",
+    "mnemo.ingest.v1.IngestService.RescanRedactions": "admin",
+    "mnemo.ingest.v1.IngestService.PromoteMemory": "reviewer",
+    "mnemo.ingest.v1.IngestService.CreateToken": "admin",
+    "mnemo.ingest.v1.IngestService.RevokeToken": "admin",
+    "mnemo.harvest.v1.HarvestService.Run": "admin",
+    "mnemo.harvest.v1.HarvestService.Status": "agent",
+    "mnemo.harvest.v1.HarvestService.ListSources": "agent",
+}
+
+
+def methods() -> dict[str, MethodDescriptor]:
+    return {
+        method.full_name: method
+        for module in (spb, ipb, hpb)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+
+
+PRIVILEGED = sorted(name for name, role in LEAST_ROLE.items() if role != "agent")
+
+
+@dataclass
+class Roles:
+    stack: Stack
+    workspace_id: str
+    memory_id: str
+
+    def target(self, method: MethodDescriptor) -> str:
+        services = {"SearchService": self.stack.search, "IngestService": self.stack.ingest}
+        return services.get(method.containing_service.name, self.stack.harvest).target
+
+    async def call(self, method: MethodDescriptor, role: str) -> tuple[grpc.StatusCode, str]:
+        """Calls the RPC as a token of this role bound to the workspace, with a minimal request: status, details."""
+        request = message_factory.GetMessageClass(method.input_type)()
+        fields = request.DESCRIPTOR.fields_by_name
+        if "workspace" in fields:
+            request.workspace = WORKSPACE
+        if "memory_id" in fields:
+            request.memory_id = self.memory_id
+        caller = CallContext(f"{role}-bot", uuid.uuid4().hex, role, (self.workspace_id,), "")
+        path = f"/{method.containing_service.full_name}/{method.name}"
+        reply = message_factory.GetMessageClass(method.output_type)
+        serialize, parse = type(request).SerializeToString, reply.FromString
+        async with grpc.aio.insecure_channel(self.target(method)) as channel:
+            try:
+                if method.server_streaming:
+                    stream = channel.unary_stream(path, request_serializer=serialize, response_deserializer=parse)
+                    async for _ in stream(request, metadata=caller.metadata(), timeout=30):
+                        pass
+                else:
+                    unary = channel.unary_unary(path, request_serializer=serialize, response_deserializer=parse)
+                    await unary(request, metadata=caller.metadata(), timeout=30)
+            except grpc.aio.AioRpcError as error:
+                return error.code(), error.details() or ""
+        return grpc.StatusCode.OK, ""
+
+
+@pytest.fixture(scope="module")
+async def roles(postgres: Postgres) -> AsyncIterator[Roles]:
+    stack = await start_stack(await postgres.create_database("roles"), HashEmbedder(64), MNEMO_AUTH="on")
+    admin = {"Authorization": f"Bearer {stack.bootstrap_token}"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=admin) as http:
+        made = await http.post("/api/v1/workspaces", json={"name": WORKSPACE})
+        assert made.status_code == 201, made.text
+        written = await http.post("/api/v1/memories", json={"workspace": WORKSPACE, "content": "Roles are checked."})
+        assert written.status_code == 201, written.text
+    yield Roles(stack, made.json()["workspace"]["id"], written.json()["memory"]["id"])
+    await stack.stop()
+
+
+def test_every_rpc_declares_its_least_role() -> None:
+    assert set(LEAST_ROLE) == set(methods())
+    assert set(LEAST_ROLE.values()) <= set(ROLES)
+
+
+@pytest.mark.parametrize("name", PRIVILEGED)
+async def test_a_role_below_the_least_is_refused_naming_it(roles: Roles, name: str) -> None:
+    method, least = methods()[name], LEAST_ROLE[name]
+    for role in ROLES[: ROLES.index(least)]:
+        code, details = await roles.call(method, role)
+        assert code == grpc.StatusCode.PERMISSION_DENIED, (name, role, code, details)
+        assert f"needs the {least} role" in details, details
+
+
+@pytest.mark.parametrize("name", sorted(LEAST_ROLE))
+async def test_the_least_role_gets_past_the_check(roles: Roles, name: str) -> None:
+    # The positive control: the same minimal request at the declared role is refused for nothing about roles
+    # (it may still be invalid or not found: the request is minimal).
+    code, details = await roles.call(methods()[name], LEAST_ROLE[name])
+    assert code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INTERNAL), (code, details)
+    # Authenticate judges the (empty) bearer token it was given; any other UNAUTHENTICATED is the principal's.
+    assert code != grpc.StatusCode.UNAUTHENTICATED or "bearer token is unknown" in details, details
