@@ -633,7 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     harvest_status.set_defaults(func=cmd_harvest_status)
 
     bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
-    bench.add_argument("benchmark", choices=["locomo", "latency", "harvest", "guard"])
+    bench.add_argument("benchmark", choices=["locomo", "latency", "harvest", "guard", "auth"])
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
     return parser
