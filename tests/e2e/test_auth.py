@@ -133,6 +133,24 @@ async def test_an_agent_token_reaches_its_workspace_and_global_only(secured: Sec
     assert {h["workspace_id"] for h in everything.json()["results"]} == {"alpha", "beta", "global"}
 
 
+async def test_an_unknown_workspace_looks_like_a_foreign_one_to_an_agent(secured: Secured) -> None:
+    # Otherwise a token could find out which names and project paths are registered by probing.
+    s = secured
+    agent = await s.token("agent", "alpha", principal="prober")
+    answers = {}
+    for ref in ("beta", "no-such-workspace", "/home/someone/secret-project"):
+        response = await s.http.get("/api/v1/memories", params={"workspace": ref}, headers=s.headers(agent))
+        assert response.status_code == 403, response.text
+        error = response.json()["error"]
+        answers[ref] = error["message"].replace(repr(ref), "<ref>")
+        assert error["message"].startswith(f"this token (prober) may not touch workspace {ref!r}")
+    assert len(set(answers.values())) == 1, answers
+    # Positive controls: the agent's own workspace is read, and an admin learns that a name is unknown.
+    assert (await s.http.get("/api/v1/memories?workspace=alpha", headers=s.headers(agent))).status_code == 200
+    unknown = await s.http.get("/api/v1/memories?workspace=no-such-workspace", headers=s.headers(s.admin))
+    assert unknown.status_code == 404 and "not registered" in unknown.json()["error"]["message"]
+
+
 async def test_roles_gate_confirm_restore_and_purge(secured: Secured) -> None:
     s = secured
     agent, reviewer = await s.token("agent", "alpha"), await s.token("reviewer", "alpha")

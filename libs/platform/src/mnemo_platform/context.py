@@ -157,8 +157,8 @@ def call_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> Ca
     return CallContext(principal, request_id, role, workspaces, str(data.get("t", "")))
 
 
-def require_workspace(workspace_id: str, *, write: bool, global_id: str = "global") -> None:
-    """Raises PERMISSION_DENIED unless the caller may read (or write) `workspace_id`.
+def require_workspace(workspace_id: str, *, write: bool, global_id: str = "global", named: str = "") -> None:
+    """Raises PERMISSION_DENIED unless the caller may read (or write) `workspace_id` (`named`, as the caller put it).
 
     Every token reads `global`; writing it takes a reviewer. Any other workspace must be one of the
     token's own.
@@ -171,4 +171,17 @@ def require_workspace(workspace_id: str, *, write: bool, global_id: str = "globa
             )
         return
     if not call.may_touch(workspace_id):
-        raise PermissionDenied(f"this token ({call.principal}) may not touch workspace {workspace_id!r}")
+        raise outside_workspaces(named or workspace_id)
+
+
+def outside_workspaces(named: str) -> PermissionDenied:
+    """The refusal for a workspace outside the token, in the caller's own words.
+
+    A workspace that does not exist gets the same answer (see resolve_workspace): a token bound to
+    workspaces must not learn which other names or project paths are registered by probing for them.
+    """
+    call = current_call()
+    own = ", ".join(sorted(call.workspaces))
+    return PermissionDenied(
+        f"this token ({call.principal}) may not touch workspace {named!r}; it reaches {own} and reads global"
+    )

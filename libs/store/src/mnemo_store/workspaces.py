@@ -11,7 +11,7 @@ from typing import Literal
 
 import asyncpg
 
-from mnemo_platform import InvalidArgument, NotFound, require_workspace
+from mnemo_platform import InvalidArgument, NotFound, current_call, outside_workspaces, require_workspace
 
 GLOBAL_WORKSPACE = "global"
 _SLUG_INVALID = re.compile(r"[^a-z0-9._-]+")
@@ -86,13 +86,15 @@ async def resolve_workspace(
             ref,
         )
     if record is None:
+        if access != "none" and not current_call().all_workspaces:
+            raise outside_workspaces(ref)
         raise NotFound(
             f"workspace {ref!r} is not registered; register it with `mnemo workspace add PATH` "
             "(or `mnemo workspace add --name NAME`), or POST /api/v1/workspaces"
         )
     row = _row(record)
     if access != "none":
-        require_workspace(row.id, write=access == "write", global_id=GLOBAL_WORKSPACE)
+        require_workspace(row.id, write=access == "write", global_id=GLOBAL_WORKSPACE, named=ref)
     return row
 
 
