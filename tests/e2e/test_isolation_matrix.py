@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import httpx
 import pytest
@@ -999,6 +1000,13 @@ async def test_harvest_status_and_sources(matrix: Matrix, caller_index: int) -> 
     everything = await m.ok(m.admin, "GET", "/api/v1/harvest/status")
     assert next(a for a in everything["agents"] if a["agent"] == "claude-code")["sources_seen"] == N + 1
     assert everything["unregistered"] == [UNPLACED_CWD]
+    # The archive's size: a caller learns its own sessions' copies, the admin the machine's.
+    conn = await asyncpg.connect(m.stack.dsn)
+    try:
+        own = await conn.fetchval("SELECT sum(archive_bytes) FROM harvest_sources WHERE workspace_id = $1", caller.id)
+    finally:
+        await conn.close()
+    assert own > 0 and int(status["archive_bytes"]) == own < int(everything["archive_bytes"])
 
 
 # -- global: read by every agent, written by none -------------------------------------------------------

@@ -52,7 +52,7 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
             interval_s=self.engine.settings.interval_s,
             idle_s=self.engine.settings.idle_s,
             unregistered=[r["cwd"] for r in unregistered],
-            archive_bytes=self.engine.archive.total_bytes() if self.engine.archive else 0,
+            archive_bytes=self._archive_bytes(caller.all_workspaces, rows),
             paused=self.engine.paused,
         )
         if self.engine.last_run_at:
@@ -73,6 +73,14 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
                 failures=[_source(r) for r in mine if r["state"] == "failed"][:10],
             )
         return response
+
+    def _archive_bytes(self, everything: bool, rows: list[Any]) -> int:
+        if self.engine.archive is None:
+            return 0
+        if everything:
+            return self.engine.archive.total_bytes()  # what is on disk, the copies of unplaced sessions too
+        # A token bound to workspaces learns the size of its own sessions' copies, not the machine's.
+        return sum(r["archive_bytes"] or 0 for r in rows)
 
     async def ListSources(self, request: pb.ListSourcesRequest, context: Any) -> pb.ListSourcesResponse:
         if request.state and request.state not in STATES:
