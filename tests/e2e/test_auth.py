@@ -308,3 +308,14 @@ async def test_only_a_reviewer_promotes_to_global_and_it_is_audited(secured: Sec
     audit = await s.http.get("/api/v1/audit?workspace=global", headers=s.headers(s.admin))
     promote = [e for e in audit.json()["events"] if e["action"] == "promote"]
     assert len(promote) == 1 and promote[0]["principal"] == "rev" and promote[0]["memory_id"] == shared["id"]
+    # What beta reads of the promoted copy (result, metadata, global's audit chain) names the original by id,
+    # which beta cannot open, and never alpha, the workspace it came from.
+    seen = [
+        await s.http.get(f"/api/v1/memories/{shared['id']}?workspace=global", headers=s.headers(beta_agent)),
+        await s.http.get("/api/v1/audit?workspace=global", headers=s.headers(beta_agent)),
+    ]
+    assert all(r.status_code == 200 for r in seen)
+    assert seen[0].json()["metadata"]["promoted_from"] == memory_id
+    assert memory_id in seen[1].text and "alpha" not in after.text + seen[0].text + seen[1].text
+    original = await s.http.get(f"/api/v1/memories/{memory_id}?workspace=alpha", headers=s.headers(beta_agent))
+    assert original.status_code == 403

@@ -324,7 +324,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 content=content,
                 content_hash=old["content_hash"],
                 tags=list(old["tags"]),
-                metadata={**old["metadata"], "promoted_from": {"workspace": ws.id, "memory": str(old_id)}},
+                # The original's id, never its workspace: every token reads global, and the name of a
+                # workspace is not theirs to learn. The original's own audit chain links the copy.
+                metadata={**old["metadata"], "promoted_from": str(old_id)},
                 source_uri=None,
                 idempotency_key=None,
                 provenance=await conn.fetchval("SELECT provenance FROM memories WHERE id = $1", old_id),
@@ -341,7 +343,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     1,
                     None,
                     draft.content_hash,
-                    {"from_workspace": ws.id, "from_memory": str(old_id), "reason": reason},
+                    {"from_memory": str(old_id), "reason": reason},
                 ),
             )
             await self._set_state(
