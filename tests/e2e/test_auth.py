@@ -17,7 +17,7 @@ from mnemo_cli.stack import Stack, StackConfig
 from mnemo_embed import HashEmbedder
 from mnemo_platform import SettingsError
 from mnemo_platform.grpc_server import EXTRA_INTERCEPTORS
-from tests.helpers import Postgres, mcp_client, mnemo, stack_env, start_stack
+from tests.helpers import Postgres, mcp_client, mnemo, stack_env, start_stack, tool_json
 
 
 class MetadataRecorder(grpc.aio.ServerInterceptor):
@@ -189,6 +189,28 @@ async def test_mcp_carries_the_token_and_the_wall(secured: Secured) -> None:
         assert not written.is_error and json.loads(written.content[0].text)["memory"]["workspace_id"] == "alpha"
         refused = await client.call_tool("memory_search", {"query": "ospreys", "workspace": "beta"})
         assert refused.is_error and "PERMISSION_DENIED" in refused.content[0].text
+
+
+async def test_mcp_offers_no_wildcard_even_to_an_admin(secured: Secured) -> None:
+    s = secured
+    admin = s.headers(s.admin)
+    for workspace in ("alpha", "beta"):
+        body = {"workspace": workspace, "content": f"Heron survey notes for {workspace}."}
+        assert (await s.http.post("/api/v1/memories", json=body, headers=admin)).status_code == 201
+    async with mcp_client(s.stack, token=s.admin) as client:
+        refused = await client.call_tool("memory_search", {"query": "heron", "workspace": "*"})
+        assert refused.is_error and "PERMISSION_DENIED: searching every workspace" in refused.content[0].text
+        one = await client.call_tool("memory_search", {"query": "heron", "workspace": "alpha", "mode": "lexical"})
+        assert {r["workspace_id"] for r in tool_json(one)["results"]} == {"alpha"}  # positive control
+    async with mcp_client(s.stack, workspace="*", token=s.admin) as client:
+        refused = await client.call_tool("memory_search", {"query": "heron"})
+        assert refused.is_error and "not offered over MCP" in refused.content[0].text
+    # The same admin searches every workspace over REST, where the result says so.
+    everything = await s.http.post("/api/v1/search", json={"query": "heron", "workspace": "*"}, headers=admin)
+    assert {r["workspace_id"] for r in everything.json()["results"]} == {"alpha", "beta"}
+    code, out, err = await mnemo(s.stack, "search", "heron", "--workspace", "*", "--json", token=s.admin)
+    assert code == 0, err
+    assert {r["workspace_id"] for r in json.loads(out)["results"]} == {"alpha", "beta"}
 
 
 async def test_a_revoked_token_stops_at_once(secured: Secured) -> None:

@@ -28,7 +28,7 @@ from mnemo_gateway.schemas import (
     WriteInput,
     describe,
 )
-from mnemo_platform import MnemoError
+from mnemo_platform import ALL_WORKSPACES, MnemoError
 
 T = TypeVar("T")
 
@@ -47,6 +47,16 @@ Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 def _url_workspace(ctx: Context) -> str | None:
     request = ctx.request_context.request
     return request.query_params.get("workspace") if request is not None else None
+
+
+def _refuse_wildcard(*names: str | None) -> None:
+    """The agent surface has no wildcard, whatever the token: a model one argument away from every workspace is
+    the hole this closes. An admin searches every workspace over REST or the CLI."""
+    if any(name and name.strip() == ALL_WORKSPACES for name in names):
+        raise ToolError(
+            "PERMISSION_DENIED: searching every workspace is not offered over MCP; name one workspace "
+            "(an admin searches them all over REST, workspace \"*\", or with `mnemo search --workspace '*'`)"
+        )
 
 
 @contextlib.contextmanager
@@ -153,6 +163,7 @@ def build_mcp(operations: Operations) -> MCPServer:
         deploy?", "why did we choose X?", "has this test been flaky before?"). Returns the best
         matches with a snippet, a label (status · provenance · date) and an id for memory_get.
         If `degraded` is not empty, one retrieval method was unavailable and results may be thinner."""
+        _refuse_wildcard(workspace, _url_workspace(ctx))  # before _run: its ToolError is what the model sees
         return await _run(
             ctx,
             lambda: operations.search(
