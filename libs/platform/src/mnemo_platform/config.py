@@ -463,7 +463,8 @@ class GatewaySettings:
     allowed_hosts: str = setting(
         "MNEMO_HTTP_ALLOWED_HOSTS",
         "",
-        "Comma-separated extra `Host` values accepted on `/mcp` (loopback is always allowed).",
+        "Comma-separated extra `Host` names the gateway answers to, on `/mcp` and REST alike (DNS-rebinding "
+        "protection; loopback and a specific bind address are always allowed): the names clients use.",
     )
 
 

@@ -22,6 +22,13 @@ LOOPBACK_BIND = ("127.0.0.1", "localhost", "::1")
 
 def check_exposure(settings: GatewaySettings, auth: AuthSettings) -> None:
     """Refuses to serve without authentication beyond loopback (unless explicitly made unsafe)."""
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts.strip():
+        log.warning(
+            "no_allowed_hosts",
+            host=settings.host,
+            warning="only loopback Host names are served (DNS-rebinding protection); set MNEMO_HTTP_ALLOWED_HOSTS "
+            "to the names clients reach this gateway by",
+        )
     if auth.enabled or settings.host in LOOPBACK_BIND:
         if not auth.enabled:
             log.info("auth_off_local_mode", host=settings.host, note="single-user local mode: no tokens")

@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mnemo_gateway.errors import CallError
@@ -77,6 +77,45 @@ class _BodyTooLarge(Exception):
     pass
 
 
+# What the MCP SDK's header refusals mean, by the status it gives them.
+_HEADER_REFUSALS = {
+    400: ("INVALID_ARGUMENT", "Content-Type must be application/json"),
+    403: ("PERMISSION_DENIED", "the Origin header is not allowed (DNS-rebinding protection)"),
+    421: ("PERMISSION_DENIED", "the Host header is not allowed (DNS-rebinding protection)"),
+}
+# Probes call by pod IP; they read nothing.
+_ANY_HOST_PATHS = frozenset({"/healthz"})
+
+
+class HostCheck:
+    """The MCP SDK's Host and Origin checks on every path (and its Content-Type check on /mcp), answered in the
+    one JSON error shape.
+
+    In local mode nothing but the Host header tells a page that rebound its own name to 127.0.0.1 from a real
+    client, so REST needs the check as much as /mcp. The SDK's transport applies the same settings to /mcp again,
+    but answers in plain text; this runs first.
+    """
+
+    def __init__(self, app: Any, settings: TransportSecuritySettings) -> None:
+        self.app = app
+        self.check = TransportSecurityMiddleware(settings)
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] not in _ANY_HOST_PATHS:
+            request = Request(scope)
+            is_mcp_post = request.method == "POST" and scope["path"].rstrip("/") == "/mcp"
+            refused = await self.check.validate_request(request, is_post=is_mcp_post)
+            if refused is not None:
+                code, what = _HEADER_REFUSALS.get(refused.status_code, ("INVALID_ARGUMENT", "the request was refused"))
+                message = what
+                if code == "PERMISSION_DENIED":
+                    seen = request.headers.get("host" if refused.status_code == 421 else "origin", "")
+                    message = f"{what}: {seen!r}; add the name to MNEMO_HTTP_ALLOWED_HOSTS"
+                await _error(refused.status_code, code, message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _problem(error: dict[str, Any]) -> dict[str, str]:
     """One validation problem as {field, message}; a JSON syntax error names its position."""
     loc = [str(part) for part in error.get("loc", ()) if part != "body"]
@@ -97,14 +136,15 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
     for host in extra:
         allowed_hosts += [host, f"{host}:*"]
         allowed_origins += [f"http://{host}:*", f"https://{host}:*", f"http://{host}", f"https://{host}"]
+    transport_security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
         max_request_body_size=settings.max_body_bytes,
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
-        ),
+        transport_security=transport_security,
     )
 
     @contextlib.asynccontextmanager
@@ -164,5 +204,6 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
     auth = auth or AuthSettings()
     authenticate = operations.authenticate if auth.enabled else None
     return BodyLimitMiddleware(
-        RequestContextMiddleware(api, authenticate, auth.rate_per_minute), settings.max_body_bytes
+        RequestContextMiddleware(HostCheck(api, transport_security), authenticate, auth.rate_per_minute),
+        settings.max_body_bytes,
     )
