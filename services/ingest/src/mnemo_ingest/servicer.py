@@ -281,19 +281,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             chunks = await self._chunks(draft.title, draft.content)
             new_id = await self._insert_memory(conn, ws, draft, chunks)
             ended = draft.valid_from or await conn.fetchval("SELECT now()")
-            await self._set_state(conn, ws, old, "superseded", reason=reason, superseded_by=new_id, valid_to=ended)
-            await append_audit_event(
-                conn,
-                AuditEvent(
-                    ws.id,
-                    "supersede",
-                    str(old_id),
-                    old["version"],
-                    old["content_hash"],
-                    draft.content_hash,
-                    {"successor": str(new_id), "reason": reason},
-                ),
-            )
+            await self._supersede(conn, ws, old, new_id, draft.content_hash, reason, valid_to=ended)
             log.info("memory_superseded", memory_id=str(old_id), successor=str(new_id))
             return pb.SupersedeMemoryResponse(
                 superseded=await self._fetch(conn, old_id), successor=await self._fetch(conn, new_id)
@@ -346,21 +334,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                     {"from_memory": str(old_id), "reason": reason},
                 ),
             )
-            await self._set_state(
-                conn, ws, old, "superseded", reason=f"promoted to global: {reason}", superseded_by=new_id
-            )
-            await append_audit_event(
-                conn,
-                AuditEvent(
-                    ws.id,
-                    "supersede",
-                    str(old_id),
-                    old["version"],
-                    old["content_hash"],
-                    draft.content_hash,
-                    {"successor": str(new_id), "reason": f"promoted to global: {reason}"},
-                ),
-            )
+            # The belief still holds (its valid time stays open): it has moved, not ended.
+            await self._supersede(conn, ws, old, new_id, draft.content_hash, f"promoted to global: {reason}")
             log.info("memory_promoted", memory_id=str(old_id), promoted=str(new_id), workspace=ws.id)
             return pb.PromoteMemoryResponse(
                 promoted=await self._fetch(conn, new_id), original=await self._fetch(conn, old_id)
@@ -767,6 +742,31 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             snapshot,
             reason,
             current_call().principal,
+        )
+
+    async def _supersede(
+        self,
+        conn: asyncpg.Connection,
+        ws: WorkspaceRow,
+        old: asyncpg.Record,
+        successor: uuid.UUID,
+        successor_hash: str,
+        reason: str,
+        valid_to: datetime | None = None,
+    ) -> None:
+        """Marks `old` superseded by `successor` and records it in the workspace's audit chain."""
+        await self._set_state(conn, ws, old, "superseded", reason=reason, superseded_by=successor, valid_to=valid_to)
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                ws.id,
+                "supersede",
+                str(old["id"]),
+                old["version"],
+                old["content_hash"],
+                successor_hash,
+                {"successor": str(successor), "reason": reason},
+            ),
         )
 
     async def _set_state(
