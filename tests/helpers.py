@@ -180,6 +180,10 @@ async def mnemo(
     return process.returncode or 0, out.decode(), err.decode()
 
 
+# What a raw JSON-RPC POST to /mcp sends, for the tests that go beneath the MCP client.
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
 def mcp_url(stack: Stack, workspace: str | None = None) -> str:
     return f"{stack.base_url}/mcp" + (f"?workspace={workspace}" if workspace else "")
 

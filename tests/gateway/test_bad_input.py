@@ -16,10 +16,9 @@ from mcp.client.client import Client
 
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
-from tests.helpers import MCP_TOOLS, Clients, Postgres, mcp_url, start_stack, table_counts, tool_json
+from tests.helpers import MCP_HEADERS, MCP_TOOLS, Clients, Postgres, mcp_url, start_stack, table_counts, tool_json
 
 API = "/api/v1"
-MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
 LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 

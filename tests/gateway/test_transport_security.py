@@ -10,7 +10,7 @@ import pytest
 
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
-from tests.helpers import Postgres, start_stack
+from tests.helpers import MCP_HEADERS, Postgres, start_stack
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -18,7 +18,6 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
 }
-MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")

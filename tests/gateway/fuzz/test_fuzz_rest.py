@@ -19,7 +19,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from mnemo_cli.stack import Stack
-from tests.gateway.fuzz_strategies import (
+from tests.gateway.fuzz.strategies import (
     AIMED,
     API,
     DEEP,
@@ -88,19 +88,6 @@ AUTH_EXAMPLES = 6
 
 def ids(routes: list[tuple[str, str]]) -> list[str]:
     return [f"{method} {path}" for method, path in routes]
-
-
-@pytest.fixture(scope="module")
-async def stack(postgres: Postgres) -> AsyncIterator[Stack]:
-    stack = await start_fuzz_stack(postgres, "fuzz_rest")
-    yield stack
-    await stack.stop()
-
-
-@pytest.fixture(scope="module")
-async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=stack.base_url, timeout=60) as client:
-        yield client
 
 
 async def served_openapi(http: httpx.AsyncClient) -> dict[str, Any]:

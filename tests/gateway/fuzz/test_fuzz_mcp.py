@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
 from mnemo_cli.stack import Stack
-from tests.gateway.fuzz_strategies import (
+from tests.gateway.fuzz.strategies import (
     FRESH,
     FUZZ_SETTINGS,
     LEAKS,
@@ -31,30 +30,15 @@ from tests.gateway.fuzz_strategies import (
     raw_json,
     server_log,
     short,
-    start_fuzz_stack,
     uses,
 )
-from tests.helpers import MCP_TOOLS, Postgres, mcp_client
+from tests.helpers import MCP_HEADERS, MCP_TOOLS, mcp_client
 
-MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 EXAMPLES = 40
 MAX_BODY = 4 * MIB  # MNEMO_HTTP_MAX_BODY_BYTES' default
 # gRPC codes that mean a service failed rather than refused: the MCP face of a 5xx.
 SERVER_FAULTS = ("INTERNAL:", "UNKNOWN:", "DATA_LOSS:", "UNAVAILABLE:", "DEADLINE_EXCEEDED:")
 JSONRPC_INTERNAL_ERROR = -32603
-
-
-@pytest.fixture(scope="module")
-async def stack(postgres: Postgres) -> AsyncIterator[Stack]:
-    stack = await start_fuzz_stack(postgres, "fuzz_mcp")
-    yield stack
-    await stack.stop()
-
-
-@pytest.fixture(scope="module")
-async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=stack.base_url, timeout=60) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")
