@@ -51,8 +51,8 @@ async def timed_round(dsn: str, auth: bool, requests: int) -> dict[str, list[flo
     """One stack, seeded, then each operation `requests` times in turn; latencies in ms."""
     import httpx
 
-    from mnemo_cli.stack import Stack, StackConfig
     from mnemo_embed import HashEmbedder
+    from mnemo_server.stack import Stack, StackConfig
 
     env = stack_env(dsn) | {"MNEMO_EMBEDDER": "hash", "MNEMO_AUTH": "on" if auth else "off"}
     # Far above what the run sends: the bucket is still consulted (as in production), never empties.

@@ -660,8 +660,8 @@ async def run_stack(
     from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
     from mnemo.ingest.v1 import ingest_service_pb2 as ipb
     from mnemo.ingest.v1 import ingest_service_pb2_grpc as igrpc
-    from mnemo_cli.stack import Stack, StackConfig
     from mnemo_embed import HashEmbedder
+    from mnemo_server.stack import Stack, StackConfig
 
     projects = home / "projects"
     projects.mkdir(parents=True)
@@ -941,8 +941,8 @@ def main(argv: list[str] | None = None) -> int:
     # A short path: the embedded PostgreSQL's socket lives under the temp dir too.
     home = Path(tempfile.mkdtemp(prefix="mnemo-hb-"))
     try:
+        from mnemo_ingest.settings import IngestSettings
         from mnemo_platform import configure_logging, load
-        from mnemo_platform.config import IngestSettings
 
         configure_logging(args.log_level, "auto")
         staging = home / "staging"

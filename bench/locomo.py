@@ -417,8 +417,8 @@ async def search_all(
 async def run_benchmark(cfg: RunConfig, conversations: list[Conversation], dsn: str) -> dict[str, Any]:
     import httpx
 
-    from mnemo_cli.stack import Stack, StackConfig
     from mnemo_embed.local import LocalEmbedder
+    from mnemo_server.stack import Stack, StackConfig
 
     env = stack_env(dsn)
     embedder = LocalEmbedder()

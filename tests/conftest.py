@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
 from mnemo_embed.local import LocalEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import Clients, Postgres, start_stack
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -23,8 +23,9 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
-from mnemo_cli.stack import Stack, StackConfig
 from mnemo_embed import Embedder
+from mnemo_server.stack import Stack, StackConfig
+from mnemo_store import prepare_database
 
 
 class Postgres:
@@ -62,6 +63,12 @@ def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
     }
     env.update(overrides)
     return env
+
+
+async def migrate(dsn: str, embedder: Embedder) -> None:
+    """Does to `dsn` what a starting ingest does: applies the migrations and records the embedding space."""
+    pool = await prepare_database(dsn, embedder.model, embedder.dimension, migrate=True)
+    await pool.close()
 
 
 async def start_stack(dsn: str, embedder: Embedder, **overrides: str) -> Stack:

@@ -13,10 +13,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo.search.v1 import search_service_pb2_grpc as sgrpc
-from mnemo_cli.stack import Stack, StackConfig
 from mnemo_embed import HashEmbedder
 from mnemo_platform import SettingsError
 from mnemo_platform.grpc_server import EXTRA_INTERCEPTORS
+from mnemo_server.stack import Stack, StackConfig
 from tests.helpers import Postgres, mcp_client, mnemo, stack_env, start_stack, tool_json
 
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from mnemo_cli.stack import Stack
+from mnemo_server.stack import Stack
 from tests.helpers import MNEMO, mnemo
 
 

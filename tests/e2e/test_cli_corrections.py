@@ -13,8 +13,8 @@ from typing import Any
 import asyncpg
 import httpx
 
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import Clients, Postgres, mnemo, start_stack, table_counts
 
 MISSING = str(uuid.UUID(int=9))

@@ -15,8 +15,8 @@ from google.protobuf import timestamp_pb2
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import Clients, Postgres, ids, start_stack
 
 MODES = ["hybrid", "lexical", "semantic"]

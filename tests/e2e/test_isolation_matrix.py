@@ -26,9 +26,9 @@ from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo.search.v1 import search_service_pb2_grpc as sgrpc
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
 from mnemo_platform import CallContext
+from mnemo_server.stack import Stack
 from tests.harvest.agents import conversation
 from tests.helpers import Postgres, eventually, mcp_client, start_stack
 
@@ -972,12 +972,14 @@ async def test_workspaces_and_status(matrix: Matrix, caller_index: int) -> None:
     named = await m.ok(caller.token, "GET", "/api/v1/status", params={"workspace": caller.root})
     truth = await m.ok(m.admin, "GET", "/api/v1/status", params={"workspace": caller.id})
     total = await m.ok(m.admin, "GET", "/api/v1/status")
-    # A token counts only its own workspace; the admin's total holds the other four and global.
-    assert mine["memories"] == named["memories"] == truth["memories"] > 0
-    assert mine["chunks_embedded"] == truth["chunks_embedded"] < total["chunks_embedded"]
-    assert total["memories"] > mine["memories"] * N
     shared = await m.ok(caller.token, "GET", "/api/v1/status", params={"workspace": "global"})
     assert shared["memories"] == 1
+    # Status counts what every other read sees: the token's own workspace and global (never
+    # another's); the admin's total holds the other four as well.
+    own = mine["memories"] - shared["memories"]
+    assert mine["memories"] == named["memories"] == truth["memories"] and own > 0
+    assert mine["chunks_embedded"] == truth["chunks_embedded"] < total["chunks_embedded"]
+    assert total["memories"] - shared["memories"] > own * (N - 1)
     m.assert_clean(caller.index, json.dumps([listed, mine, named, shared]), "workspaces and status")
 
 

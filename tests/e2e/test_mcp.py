@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from mcp.client.client import Client
 
-from mnemo_cli.stack import Stack
+from mnemo_server.stack import Stack
 from tests.helpers import MCP_TOOLS, eventually
 
 

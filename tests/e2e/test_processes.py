@@ -32,7 +32,7 @@ from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo_embed import HashEmbedder
 from tests.harvest.agents import conversation
-from tests.helpers import Clients, Postgres, start_stack, tool_json
+from tests.helpers import Clients, Postgres, migrate, start_stack, tool_json
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 GRACE_S = 2.0
@@ -189,6 +189,9 @@ async def test_sigterm_reports_not_serving_then_exits_cleanly_within_the_grace(
         env["MNEMO_HTTP_PORT"] = "0"
     else:
         env["MNEMO_DATABASE_URL"] = await postgres.create_database(service)
+        if service != "ingest":
+            # Ingest owns the schema; the others find it migrated (as under `mnemo up` or after ingest's rollout).
+            await migrate(env["MNEMO_DATABASE_URL"], HashEmbedder(64))
 
     async with running(["serve", service], env, tmp_path) as proc:
         await wait_serving(proc, target)
@@ -228,6 +231,29 @@ async def test_serve_ingest_without_a_database_url_fails_with_one_clear_line(tmp
     assert "Traceback" not in proc.stdout + proc.stderr, proc.output()
     # Positive control: it never got as far as listening.
     assert "grpc_server_started" not in proc.stdout
+
+
+@pytest.mark.parametrize("service", ["search", "harvest"])
+async def test_a_reader_on_an_unmigrated_database_waits_then_names_ingest(
+    service: str, postgres: Postgres, tmp_path: Path
+) -> None:
+    dsn = await postgres.create_database(f"{service}_unmigrated")
+    env = clean_env(MNEMO_EMBEDDER="hash", MNEMO_DATABASE_URL=dsn, MNEMO_DB_WAIT_S="1")
+    env["MNEMO_SEARCH_ADDR" if service == "search" else "MNEMO_HARVEST_ADDR"] = f"127.0.0.1:{free_port()}"
+    proc = await run_to_exit(["serve", service], env, tmp_path)
+    assert proc.process.returncode not in (0, None), proc.output()
+    assert "not ready" in proc.output() and "ingest" in proc.output(), proc.output()
+    assert "grpc_server_started" not in proc.stdout
+    conn = await asyncpg.connect(dsn)
+    try:
+        # It changed nothing: the schema is ingest's to create.
+        assert not await conn.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL")
+    finally:
+        await conn.close()
+    # Positive control: once ingest has migrated, the same service starts (see the SIGTERM test above).
+    await migrate(dsn, HashEmbedder(64))
+    async with running(["serve", service], env, tmp_path / "again") as again:
+        await wait_serving(again, env["MNEMO_SEARCH_ADDR" if service == "search" else "MNEMO_HARVEST_ADDR"])
 
 
 async def test_serve_gateway_with_a_malformed_http_port_fails_naming_the_variable(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ from google.protobuf.descriptor import MethodDescriptor
 from mnemo.harvest.v1 import harvest_service_pb2 as hpb
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
 from mnemo_platform.context import ROLES, CallContext
+from mnemo_server.stack import Stack
 from tests.helpers import Postgres, start_stack
 
 WORKSPACE = "roles"

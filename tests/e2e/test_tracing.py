@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
 from mnemo_platform.telemetry import configure_tracing
+from mnemo_server.stack import Stack
 from tests.helpers import Clients, Postgres, eventually, start_stack
 
 INGEST = "mnemo.ingest.v1.IngestService"

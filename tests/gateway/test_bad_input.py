@@ -14,8 +14,8 @@ import httpx
 import pytest
 from mcp.client.client import Client
 
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import MCP_HEADERS, MCP_TOOLS, Clients, Postgres, mcp_url, start_stack, table_counts, tool_json
 
 API = "/api/v1"

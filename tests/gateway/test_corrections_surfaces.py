@@ -15,7 +15,7 @@ import httpx
 import pytest
 from mcp.client.client import Client
 
-from mnemo_cli.stack import Stack
+from mnemo_server.stack import Stack
 from tests.helpers import MCP_TOOLS, Clients, mcp_url, table_counts, tool_json
 
 API = "/api/v1"

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import MCP_HEADERS, Postgres, start_stack
 
 INITIALIZE = {

@@ -12,8 +12,8 @@ from mnemo.harvest.v1 import harvest_service_pb2 as hpb
 from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import Clients, Postgres, start_stack
 
 

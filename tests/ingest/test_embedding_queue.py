@@ -10,8 +10,8 @@ import pytest
 
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder, OpenAIEmbedder
+from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
-from mnemo_platform.config import IngestSettings
 from mnemo_store import open_pool
 from tests.helpers import Clients, Postgres, eventually, ids, start_stack
 

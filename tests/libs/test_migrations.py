@@ -9,10 +9,12 @@ import asyncpg
 import pytest
 
 from mnemo_embed import HashEmbedder
+from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest import IngestApp
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings
+from mnemo_ingest.settings import IngestSettings
 from mnemo_store import MigrationError, apply_migrations, load_migrations
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
+from mnemo_store.settings import DatabaseSettings
 from tests.helpers import Postgres
 
 

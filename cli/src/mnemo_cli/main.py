@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemo_cli.errors import ClientError
+from mnemo_cli.settings import ClientSettings
 from mnemo_platform import load
-from mnemo_platform.config import ClientSettings, GatewaySettings
 
 if TYPE_CHECKING:
     from mnemo_cli.client import GatewayClient
@@ -35,7 +35,7 @@ def _client() -> GatewayClient:
     from mnemo_cli.client import GatewayClient
 
     settings = load(ClientSettings)
-    return GatewayClient(settings.resolved_url(load(GatewaySettings)), token=settings.token)
+    return GatewayClient(settings.resolved_url(), token=settings.token)
 
 
 def _print_json(data: Any) -> None:
@@ -45,8 +45,21 @@ def _print_json(data: Any) -> None:
 # -- running ------------------------------------------------------------------------------
 
 
+def _server() -> Any:
+    """The composition root, when installed: the CLI alone is a client and carries no service."""
+    try:
+        import mnemo_server
+    except ImportError:
+        raise ClientError(
+            "this `mnemo` is the client only; running Mnemo needs the server: install `mnemo-cli[server]` "
+            "(in the source checkout, `uv run mnemo up` has it)"
+        ) from None
+    return mnemo_server
+
+
 def cmd_up(args: argparse.Namespace) -> int:
-    from mnemo_cli.up import run_up
+    _server()
+    from mnemo_server.up import run_up
 
     if args.unsafe_no_auth:
         os.environ["MNEMO_UNSAFE_NO_AUTH"] = "true"
@@ -55,15 +68,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if args.service == "ingest":
-        from mnemo_ingest.main import main as serve
-    elif args.service == "search":
-        from mnemo_search.main import main as serve
-    elif args.service == "harvest":
-        from mnemo_harvest.main import main as serve
-    else:
-        from mnemo_gateway.main import main as serve
-    serve()
+    _server()
+    from mnemo_server.serve import serve
+
+    serve(args.service)
     return 0
 
 

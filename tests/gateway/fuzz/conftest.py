@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from mnemo_cli.stack import Stack
+from mnemo_server.stack import Stack
 from tests.gateway.fuzz.strategies import start_fuzz_stack
 from tests.helpers import Postgres
 

@@ -18,8 +18,8 @@ import structlog
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
+from mnemo_server.stack import Stack
 from tests.helpers import Postgres, start_stack
 
 API = "/api/v1"

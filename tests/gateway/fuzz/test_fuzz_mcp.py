@@ -12,7 +12,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
-from mnemo_cli.stack import Stack
+from mnemo_server.stack import Stack
 from tests.gateway.fuzz.strategies import (
     FRESH,
     FUZZ_SETTINGS,

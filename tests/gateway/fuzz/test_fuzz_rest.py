@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from mnemo_cli.stack import Stack
+from mnemo_server.stack import Stack
 from tests.gateway.fuzz.strategies import (
     AIMED,
     API,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mnemo_embed.base import Embedder
-from mnemo_platform.config import EmbeddingSettings
+from mnemo_embed.settings import EmbeddingSettings
 
 _instances: dict[EmbeddingSettings, Embedder] = {}
 

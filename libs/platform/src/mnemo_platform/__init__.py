@@ -22,8 +22,6 @@ if TYPE_CHECKING:
         configure_auth,
         current_call,
         new_request_id,
-        outside_workspaces,
-        require_workspace,
         reset_call,
         set_call,
     )
@@ -42,7 +40,7 @@ if TYPE_CHECKING:
     from mnemo_platform.grpc_server import GrpcApp, GrpcServer, Registration
     from mnemo_platform.logging import configure_logging
     from mnemo_platform.runner import Component, run_until_signalled
-    from mnemo_platform.settings import SettingsError, env_vars, load
+    from mnemo_platform.settings import SettingsError, env_vars, load, load_all
     from mnemo_platform.telemetry import configure_tracing, current_trace_id, shutdown_tracing, tracer
 
 _EXPORTS = {
@@ -50,8 +48,6 @@ _EXPORTS = {
     "ROLES": "mnemo_platform.context",
     "auth_required": "mnemo_platform.context",
     "configure_auth": "mnemo_platform.context",
-    "outside_workspaces": "mnemo_platform.context",
-    "require_workspace": "mnemo_platform.context",
     "AlreadyExists": "mnemo_platform.errors",
     "CallContext": "mnemo_platform.context",
     "Component": "mnemo_platform.runner",
@@ -78,6 +74,7 @@ _EXPORTS = {
     "enum_value": "mnemo_platform.enums",
     "env_vars": "mnemo_platform.settings",
     "load": "mnemo_platform.settings",
+    "load_all": "mnemo_platform.settings",
     "new_request_id": "mnemo_platform.context",
     "open_channel": "mnemo_platform.channels",
     "reset_call": "mnemo_platform.context",
@@ -120,10 +117,9 @@ __all__ = [
     "enum_value",
     "env_vars",
     "load",
+    "load_all",
     "new_request_id",
     "open_channel",
-    "outside_workspaces",
-    "require_workspace",
     "reset_call",
     "run_until_signalled",
     "service_config",

@@ -44,9 +44,6 @@ class CallContext:
     def all_workspaces(self) -> bool:
         return ALL_WORKSPACES in self.workspaces
 
-    def may_touch(self, workspace_id: str) -> bool:
-        return self.all_workspaces or workspace_id in self.workspaces
-
     def at_least(self, role: str) -> bool:
         return ROLES.index(self.role) >= ROLES.index(role)
 
@@ -155,33 +152,3 @@ def call_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> Ca
     if _auth.required and expires < time.time():
         raise Unauthenticated("the principal's signature has expired")
     return CallContext(principal, request_id, role, workspaces, str(data.get("t", "")))
-
-
-def require_workspace(workspace_id: str, *, write: bool, global_id: str = "global", named: str = "") -> None:
-    """Raises PERMISSION_DENIED unless the caller may read (or write) `workspace_id` (`named`, as the caller put it).
-
-    Every token reads `global`; writing it takes a reviewer. Any other workspace must be one of the
-    token's own.
-    """
-    call = current_call()
-    if workspace_id == global_id:
-        if write and not call.at_least("reviewer"):
-            raise PermissionDenied(
-                f"the global scope is read-only for {call.role} tokens; a reviewer promotes memories into it"
-            )
-        return
-    if not call.may_touch(workspace_id):
-        raise outside_workspaces(named or workspace_id)
-
-
-def outside_workspaces(named: str) -> PermissionDenied:
-    """The refusal for a workspace outside the token, in the caller's own words.
-
-    A workspace that does not exist gets the same answer (see resolve_workspace): a token bound to
-    workspaces must not learn which other names or project paths are registered by probing for them.
-    """
-    call = current_call()
-    own = ", ".join(sorted(call.workspaces))
-    return PermissionDenied(
-        f"this token ({call.principal}) may not touch workspace {named!r}; it reaches {own} and reads global"
-    )

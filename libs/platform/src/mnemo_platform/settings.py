@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -92,11 +92,10 @@ def env_vars(cls: type) -> list[EnvVar]:
     return [f.metadata["env"] for f in dataclasses.fields(cls) if "env" in f.metadata]
 
 
-def load(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
-    """Builds `cls` from the environment, reporting every malformed variable at once."""
-    env = os.environ if environ is None else environ
+def _load(cls: type[T], env: Mapping[str, str], problems: list[str]) -> T | None:
+    """`cls` from `env`, adding what is wrong to `problems` (and returning None) instead of raising."""
     values: dict[str, Any] = {}
-    problems: list[str] = []
+    before = len(problems)
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         var: EnvVar | None = field.metadata.get("env")
         if var is None or var.name not in env:
@@ -106,13 +105,32 @@ def load(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
             values[field.name] = var.parse(raw)
         except ValueError as exc:
             problems.append(f"{var.name}: {exc}")
-    if problems:
-        raise SettingsError("invalid configuration: " + "; ".join(problems))
+    if len(problems) > before:
+        return None
     instance = cls(**values)
     validate = getattr(instance, "validate", None)
     if validate is not None:
-        validate()
+        try:
+            validate()
+        except SettingsError as exc:
+            problems.append(str(exc).removeprefix("invalid configuration: "))
+            return None
     return instance
+
+
+def load(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
+    """Builds `cls` from the environment, reporting every malformed variable at once."""
+    return load_all((cls,), environ)[0]
+
+
+def load_all(classes: Sequence[type], environ: Mapping[str, str] | None = None) -> tuple[Any, ...]:
+    """Builds every settings class a process uses, reporting every problem across all of them at once."""
+    env = os.environ if environ is None else environ
+    problems: list[str] = []
+    loaded = tuple(_load(cls, env, problems) for cls in classes)
+    if problems:
+        raise SettingsError("invalid configuration: " + "; ".join(problems))
+    return loaded
 
 
 def markdown_table(classes: tuple[type, ...]) -> str:

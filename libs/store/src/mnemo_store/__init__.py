@@ -1,5 +1,18 @@
-"""Mnemo's PostgreSQL layer: pool, migrations, embedded server, workspaces, predicates, audit."""
+"""Mnemo's PostgreSQL layer: pool, migrations, embedded server, the workspace wall, predicates, audit, and the
+typed SQL of every table (memories and tombstones as modules: `from mnemo_store import memories`)."""
 
+from mnemo_store.access import (
+    EVERYWHERE,
+    Reach,
+    caller_reach,
+    check_access,
+    reach_in,
+    require_everywhere,
+    resolve_for_read,
+    resolve_for_write,
+    resolve_registered,
+    workspace_clause,
+)
 from mnemo_store.audit import AuditEvent, ChainCheck, append_audit_event, event_hash, verify_chains
 from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool
 from mnemo_store.embedded import EmbeddedPostgres
@@ -8,19 +21,11 @@ from mnemo_store.embedding_space import (
     ensure_embedding_space,
     read_embedding_space,
 )
+from mnemo_store.memories import CONTENT_JOIN, EMBED_CHANNEL, MEMORY_COLUMNS, ChunkRow
 from mnemo_store.migrations import MigrationError, apply_migrations, load_migrations
-from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Params, Scope, Scoped, build_scope
-from mnemo_store.rows import (
-    CONTENT_JOIN,
-    MEMORY_COLUMNS,
-    from_timestamp,
-    memory_message,
-    parse_memory_id,
-    struct,
-    timestamp,
-    token_message,
-    workspace_message,
-)
+from mnemo_store.params import Params
+from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Scope, Scoped, build_scope
+from mnemo_store.settings import DatabaseSettings, default_data_dir
 from mnemo_store.setup import prepare_database
 from mnemo_store.tokens import (
     TokenRow,
@@ -35,22 +40,28 @@ from mnemo_store.workspaces import (
     GLOBAL_WORKSPACE,
     WorkspaceRow,
     add_workspace,
+    find_workspace,
+    list_workspaces,
     normalize_root,
-    resolve_workspace,
 )
 
 __all__ = [
     "ALL_STATUSES",
     "CONTENT_JOIN",
+    "EMBED_CHANNEL",
+    "EVERYWHERE",
     "GLOBAL_WORKSPACE",
     "MEMORY_COLUMNS",
     "VISIBLE_STATUSES",
     "AuditEvent",
     "ChainCheck",
+    "ChunkRow",
+    "DatabaseSettings",
     "EmbeddedPostgres",
     "EmbeddingSpaceMismatch",
     "MigrationError",
     "Params",
+    "Reach",
     "Scope",
     "Scoped",
     "TokenRow",
@@ -62,25 +73,28 @@ __all__ = [
     "authenticate",
     "bootstrap_admin_token",
     "build_scope",
+    "caller_reach",
+    "check_access",
     "check_server_version",
     "create_token",
+    "default_data_dir",
     "ensure_embedding_space",
     "event_hash",
-    "from_timestamp",
+    "find_workspace",
     "instrument_asyncpg",
     "list_tokens",
+    "list_workspaces",
     "load_migrations",
-    "memory_message",
     "normalize_root",
     "open_pool",
-    "parse_memory_id",
     "prepare_database",
+    "reach_in",
     "read_embedding_space",
-    "resolve_workspace",
+    "require_everywhere",
+    "resolve_for_read",
+    "resolve_for_write",
+    "resolve_registered",
     "revoke_token",
-    "struct",
-    "timestamp",
-    "token_message",
     "verify_chains",
-    "workspace_message",
+    "workspace_clause",
 ]

@@ -27,16 +27,29 @@ async def ensure_embedding_space(conn: asyncpg.Connection, model: str, dimension
                 await conn.execute("INSERT INTO embedding_space (model, dimension) VALUES ($1, $2)", model, dimension)
             log.info("embedding_space_created", model=model, dimension=dimension)
             return
-        if row["dimension"] != dimension or row["model"] != model:
-            raise EmbeddingSpaceMismatch(
-                f"this database was built with embedding model {row['model']!r} "
-                f"({row['dimension']} dimensions), but the configured embedder is {model!r} "
-                f"({dimension} dimensions); vectors of different models cannot be compared. "
-                "Configure the original model (MNEMO_EMBEDDER, MNEMO_EMBED_MODEL), "
-                "or use a new database (MNEMO_DATA_DIR or MNEMO_DATABASE_URL)"
-            )
+        _check_same(row, model, dimension)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+
+
+def _check_same(row: asyncpg.Record, model: str, dimension: int) -> None:
+    if row["dimension"] != dimension or row["model"] != model:
+        raise EmbeddingSpaceMismatch(
+            f"this database was built with embedding model {row['model']!r} "
+            f"({row['dimension']} dimensions), but the configured embedder is {model!r} "
+            f"({dimension} dimensions); vectors of different models cannot be compared. "
+            "Configure the original model (MNEMO_EMBEDDER, MNEMO_EMBED_MODEL), "
+            "or use a new database (MNEMO_DATA_DIR or MNEMO_DATABASE_URL)"
+        )
+
+
+async def check_embedding_space(conn: asyncpg.Connection, model: str, dimension: int) -> bool:
+    """Whether the embedding space is recorded yet (refusing a different one), without creating it."""
+    row = await conn.fetchrow("SELECT model, dimension FROM embedding_space")
+    if row is None:
+        return False
+    _check_same(row, model, dimension)
+    return True
 
 
 async def read_embedding_space(conn: asyncpg.Connection | asyncpg.Pool) -> tuple[str, int] | None:

@@ -58,6 +58,35 @@ def load_migrations(directory: Path | None = None) -> list[Migration]:
     return migrations
 
 
+def _check_applied(rows: list[asyncpg.Record], migrations: list[Migration]) -> None:
+    """Refuses a database whose applied migrations this version does not have, or has edited since."""
+    on_disk = {m.version: m for m in migrations}
+    for row in rows:
+        migration = on_disk.get(row["version"])
+        if migration is None:
+            raise MigrationError(
+                f"the database has migration {row['name']} applied, which this version of Mnemo "
+                "does not have; upgrade Mnemo or use another database"
+            )
+        if migration.checksum != row["checksum"]:
+            raise MigrationError(
+                f"migration {migration.name} was edited after it was applied "
+                f"(checksum {row['checksum'][:12]} in the database, {migration.checksum[:12]} on disk); "
+                "restore the original file and put the change in a new migration"
+            )
+
+
+async def pending_migrations(conn: asyncpg.Connection, migrations: list[Migration] | None = None) -> list[str]:
+    """The migrations not yet applied, without applying any (for the services that do not migrate)."""
+    migrations = load_migrations() if migrations is None else migrations
+    if not await conn.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
+        return [m.name for m in migrations]
+    rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
+    _check_applied(rows, migrations)
+    done = {row["version"] for row in rows}
+    return [m.name for m in migrations if m.version not in done]
+
+
 async def apply_migrations(conn: asyncpg.Connection, migrations: list[Migration] | None = None) -> list[str]:
     """Applies pending migrations in order; returns the names applied. Safe to run concurrently."""
     migrations = load_migrations() if migrations is None else migrations
@@ -75,20 +104,7 @@ async def apply_migrations(conn: asyncpg.Connection, migrations: list[Migration]
             """
         )
         rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
-        on_disk = {m.version: m for m in migrations}
-        for row in rows:
-            migration = on_disk.get(row["version"])
-            if migration is None:
-                raise MigrationError(
-                    f"the database has migration {row['name']} applied, which this version of Mnemo "
-                    "does not have; upgrade Mnemo or use another database"
-                )
-            if migration.checksum != row["checksum"]:
-                raise MigrationError(
-                    f"migration {migration.name} was edited after it was applied "
-                    f"(checksum {row['checksum'][:12]} in the database, {migration.checksum[:12]} on disk); "
-                    "restore the original file and put the change in a new migration"
-                )
+        _check_applied(rows, migrations)
         done = {row["version"] for row in rows}
         for migration in migrations:
             if migration.version in done:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+
+from mnemo_store.access import Reach, workspace_clause
+from mnemo_store.params import Params
 
 # Statuses a default read shows; include_history shows them all. Deleted memories are on no
 # read path at all, history or not.
@@ -21,23 +23,12 @@ ALL_STATUSES: tuple[str, ...] = (
 )
 
 
-@dataclass
-class Params:
-    """Accumulates bind parameters and hands out their $n placeholders."""
-
-    values: list[Any] = field(default_factory=list)
-
-    def bind(self, value: Any) -> str:
-        self.values.append(value)
-        return f"${len(self.values)}"
-
-
 @dataclass(frozen=True)
 class Scope:
     """What a read may see: the workspaces, the caller's filters, history and time."""
 
-    workspace_ids: Sequence[str] | None
-    """workspace_ids are the workspaces readable; None means every workspace (admin reads only)."""
+    reach: Reach
+    """reach is the workspaces readable, as the access module decided (mnemo_store.access)."""
     kinds: Sequence[str] = ()
     tags: Sequence[str] = ()
     created_after: datetime | None = None
@@ -92,14 +83,11 @@ def build_scope(scope: Scope, params: Params, memory: str = "m", chunk: str | No
         f"{memory}.deleted_at IS NULL",
         f"{memory}.status = ANY({params.bind(list(scope.statuses))}::text[])",
     ]
-    if scope.workspace_ids is not None:
-        if not scope.workspace_ids:
-            raise ValueError("a read scope needs at least one workspace (None means all)")
-        workspaces = params.bind(list(scope.workspace_ids))
-        clauses.append(f"{memory}.workspace_id = ANY({workspaces}::text[])")
-        if chunk is not None:
-            clauses.append(f"{chunk}.workspace_id = ANY({workspaces}::text[])")
+    if not scope.reach.everywhere:
+        clauses.append(workspace_clause(scope.reach, params, f"{memory}.workspace_id"))
     if chunk is not None:
+        if not scope.reach.everywhere:
+            clauses.append(workspace_clause(scope.reach, params, f"{chunk}.workspace_id"))
         clauses.append(f"{chunk}.version = {memory}.version")
     if scope.kinds:
         clauses.append(f"{memory}.kind = ANY({params.bind(list(scope.kinds))}::text[])")

@@ -8,8 +8,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from mnemo_platform import Unavailable
 from mnemo_store.database import check_server_version, open_pool
-from mnemo_store.embedding_space import ensure_embedding_space
-from mnemo_store.migrations import apply_migrations
+from mnemo_store.embedding_space import check_embedding_space, ensure_embedding_space
+from mnemo_store.migrations import apply_migrations, pending_migrations
 
 log = structlog.get_logger("mnemo.store")
 
@@ -27,6 +27,39 @@ async def _connect(dsn: str, wait_s: float) -> asyncpg.Connection:
     raise AssertionError("unreachable")
 
 
+class _SchemaBehind(Exception):
+    """The database is not yet at this version's schema (or embedding space): its owner has not started."""
+
+
+async def _wait_for_schema(
+    conn: asyncpg.Connection, embed_model: str | None, embed_dimension: int | None, wait_s: float
+) -> None:
+    """Waits until the owner (ingest) has migrated the database and recorded its embedding space."""
+
+    async def ready() -> None:
+        pending = await pending_migrations(conn)
+        if pending:
+            raise _SchemaBehind(f"{len(pending)} migration(s) not applied yet ({', '.join(pending)})")
+        if embed_model is not None and embed_dimension is not None:
+            if not await check_embedding_space(conn, embed_model, embed_dimension):
+                raise _SchemaBehind("the embedding space is not recorded yet")
+
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_delay(wait_s),
+            wait=wait_random_exponential(multiplier=0.2, max=3),
+            retry=retry_if_exception_type(_SchemaBehind),
+            reraise=True,
+        ):
+            with attempt:
+                await ready()
+    except _SchemaBehind as exc:
+        raise Unavailable(
+            f"the database is not ready for this service: {exc}. The ingest service migrates the database; "
+            "start it first (`mnemo up` starts it before the others)"
+        ) from exc
+
+
 async def prepare_database(
     dsn: str,
     embed_model: str | None,
@@ -34,18 +67,27 @@ async def prepare_database(
     pool_min: int = 1,
     pool_max: int = 10,
     wait_s: float = 30.0,
+    migrate: bool = False,
 ) -> asyncpg.Pool:
-    """Migrates the database, checks its embedding space (if given), and opens the service's pool."""
+    """Opens the service's pool on a database at this version's schema, in the right embedding space.
+
+    One service owns the schema: ingest (`migrate=True`) applies the migrations and records the
+    embedding space, because it is the one that writes. Search and harvest only check, waiting up
+    to `wait_s` for ingest to have done so, so no reader ever changes the schema under a writer.
+    A service that passes no model (harvest) never touches vectors and skips that check.
+    """
     try:
         conn = await _connect(dsn, wait_s)
     except (OSError, asyncpg.PostgresError) as exc:
         raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
         await check_server_version(conn)  # type: ignore[arg-type]
-        await apply_migrations(conn)
-        # Services that never touch vectors (harvest) pass no model and skip the check.
-        if embed_model is not None and embed_dimension is not None:
-            await ensure_embedding_space(conn, embed_model, embed_dimension)
+        if migrate:
+            await apply_migrations(conn)
+            if embed_model is not None and embed_dimension is not None:
+                await ensure_embedding_space(conn, embed_model, embed_dimension)
+        else:
+            await _wait_for_schema(conn, embed_model, embed_dimension, wait_s)
     finally:
         await conn.close()
     return await open_pool(dsn, pool_min, pool_max)

@@ -7,11 +7,11 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any
 
 import asyncpg
 
-from mnemo_platform import InvalidArgument, NotFound, current_call, outside_workspaces, require_workspace
+from mnemo_platform import InvalidArgument
 
 GLOBAL_WORKSPACE = "global"
 _SLUG_INVALID = re.compile(r"[^a-z0-9._-]+")
@@ -56,15 +56,11 @@ def _looks_like_path(ref: str) -> bool:
     return ref.startswith(("/", "~", "./", "../")) or ref in {".", ".."}
 
 
-async def resolve_workspace(
-    conn: asyncpg.Connection | asyncpg.Pool, ref: str, access: Literal["read", "write", "none"] = "read"
-) -> WorkspaceRow:
-    """The workspace `ref` names: its id, its name, or a path at or under its root (longest wins).
+async def find_workspace(conn: asyncpg.Connection | asyncpg.Pool, ref: str) -> WorkspaceRow | None:
+    """The workspace `ref` names: its id, its name, or a path at or under its root (longest wins); None if none.
 
-    Unless `access` is "none", the caller must be allowed to read (or write) it: PERMISSION_DENIED
-    otherwise. Every RPC names its workspace through here, so this is where the wall stands.
+    Whether the caller may use it is the access module's decision (mnemo_store.access), not this one's.
     """
-    ref = (ref or "").strip()
     if not ref:
         raise InvalidArgument("workspace is required (an id, a name or a registered root path)")
     _check_text(ref, "workspace", _MAX_PATH)
@@ -85,17 +81,14 @@ async def resolve_workspace(
             f"SELECT {_COLUMNS} FROM workspaces WHERE id = $1 OR name = $1 ORDER BY (id = $1) DESC LIMIT 1",
             ref,
         )
-    if record is None:
-        if access != "none" and not current_call().all_workspaces:
-            raise outside_workspaces(ref)
-        raise NotFound(
-            f"workspace {ref!r} is not registered; register it with `mnemo workspace add PATH` "
-            "(or `mnemo workspace add --name NAME`), or POST /api/v1/workspaces"
-        )
-    row = _row(record)
-    if access != "none":
-        require_workspace(row.id, write=access == "write", global_id=GLOBAL_WORKSPACE, named=ref)
-    return row
+    return None if record is None else _row(record)
+
+
+async def list_workspaces(conn: asyncpg.Connection | asyncpg.Pool, where: str, values: list[Any]) -> list[WorkspaceRow]:
+    """The workspaces matching `where` (a condition on `id` from the access module), by name."""
+    return [
+        _row(r) for r in await conn.fetch(f"SELECT {_COLUMNS} FROM workspaces WHERE {where} ORDER BY name", *values)
+    ]
 
 
 def _slug(name: str) -> str:
@@ -138,5 +131,7 @@ async def add_workspace(conn: asyncpg.Connection, root_path: str = "", name: str
     )
     if record is None:
         # Lost a race with an identical registration: theirs is ours.
-        return await resolve_workspace(conn, root or name, access="none"), False
+        theirs = await find_workspace(conn, root or name)
+        assert theirs is not None, "a conflicting registration is visible once its insert conflicts"
+        return theirs, False
     return _row(record), True

@@ -12,8 +12,9 @@ import uvicorn
 from mnemo_gateway.backends import Backends
 from mnemo_gateway.http import build_http_app
 from mnemo_gateway.operations import Operations
+from mnemo_gateway.settings import GatewaySettings
 from mnemo_platform import GrpcApp, Registration, SettingsError
-from mnemo_platform.config import AuthSettings, GatewaySettings
+from mnemo_platform.config import AuthSettings
 
 log = structlog.get_logger("mnemo.gateway")
 

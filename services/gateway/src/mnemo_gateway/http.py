@@ -18,8 +18,9 @@ from mnemo_gateway.mcp_tools import build_mcp
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import RequestContextMiddleware
 from mnemo_gateway.rest import build_router
+from mnemo_gateway.settings import GatewaySettings
 from mnemo_platform import MnemoError
-from mnemo_platform.config import AuthSettings, GatewaySettings
+from mnemo_platform.config import AuthSettings
 
 log = structlog.get_logger("mnemo.gateway")
 

@@ -6,14 +6,14 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from mnemo_gateway.app import GatewayApp, check_exposure
-from mnemo_platform import Component, load
-from mnemo_platform.config import AuthSettings, GatewaySettings, ServiceAddresses
+from mnemo_gateway.settings import GatewaySettings
+from mnemo_platform import Component, load_all
+from mnemo_platform.config import AuthSettings, ServiceAddresses
 from mnemo_platform.process import run_process
 
 
 def build(environ: Mapping[str, str] | None = None) -> GatewayApp:
-    addresses = load(ServiceAddresses, environ)
-    settings, auth = load(GatewaySettings, environ), load(AuthSettings, environ)
+    addresses, settings, auth = load_all((ServiceAddresses, GatewaySettings, AuthSettings), environ)
     check_exposure(settings, auth)
     return GatewayApp(
         settings=settings,

@@ -15,10 +15,12 @@ from mnemo_harvest.archive import Archive
 from mnemo_harvest.engine import HarvestEngine
 from mnemo_harvest.readers import build_readers
 from mnemo_harvest.servicer import HarvestServicer
+from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
 from mnemo_harvest.summarize import Summarizer
 from mnemo_platform import GrpcApp, Registration, open_channel
-from mnemo_platform.config import DatabaseSettings, HarvestSettings, IngestSettings, SummarizerSettings
 from mnemo_store import prepare_database
+from mnemo_store.settings import DatabaseSettings
+from mnemo_wire import ContentSettings
 
 log = structlog.get_logger("mnemo.harvest")
 
@@ -44,7 +46,7 @@ class HarvestApp(GrpcApp):
         ingest_target: str,
         search_target: str,
         call_timeout_s: float,
-        max_content_bytes: int = IngestSettings().max_content_bytes,
+        max_content_bytes: int = ContentSettings().max_content_bytes,
     ) -> None:
         super().__init__(address, grace_s)
         self.dsn = dsn
@@ -61,7 +63,9 @@ class HarvestApp(GrpcApp):
         self._poller: asyncio.Task[None] | None = None
 
     async def open(self) -> list[Registration]:
-        self.pool = await prepare_database(self.dsn, None, None, self.database.pool_min, self.database.pool_max)
+        self.pool = await prepare_database(
+            self.dsn, None, None, self.database.pool_min, self.database.pool_max, wait_s=self.database.wait_s
+        )
         ingest = open_channel(
             self.ingest_target, "mnemo.ingest.v1.IngestService", INGEST_IDEMPOTENT, self.call_timeout_s
         )

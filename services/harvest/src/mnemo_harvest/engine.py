@@ -26,9 +26,9 @@ from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
 from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
+from mnemo_harvest.settings import HarvestSettings
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
 from mnemo_platform import CallContext, current_call
-from mnemo_platform.config import HarvestSettings
 from mnemo_redact import redact
 
 log = structlog.get_logger("mnemo.harvest")

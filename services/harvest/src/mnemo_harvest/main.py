@@ -6,35 +6,33 @@ import sys
 from collections.abc import Mapping
 
 from mnemo_harvest.app import HarvestApp
-from mnemo_platform import SettingsError, load
-from mnemo_platform.config import (
-    DatabaseSettings,
-    HarvestSettings,
-    IngestSettings,
-    ServiceAddresses,
-    SummarizerSettings,
-)
+from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
+from mnemo_platform import SettingsError, load_all
+from mnemo_platform.config import ServiceAddresses
 from mnemo_platform.process import run_process
+from mnemo_store.settings import DatabaseSettings
+from mnemo_wire import ContentSettings
 
 
 def build(environ: Mapping[str, str] | None = None) -> HarvestApp:
-    database = load(DatabaseSettings, environ)
+    database, addresses, settings, summarizer, content = load_all(
+        (DatabaseSettings, ServiceAddresses, HarvestSettings, SummarizerSettings, ContentSettings), environ
+    )
     if not database.url:
         raise SettingsError(
             "MNEMO_DATABASE_URL is required for `mnemo serve harvest`; `mnemo up` starts an embedded PostgreSQL"
         )
-    addresses = load(ServiceAddresses, environ)
     return HarvestApp(
         dsn=database.url,
         address=addresses.listen(addresses.harvest),
         grace_s=addresses.grace_s,
         database=database,
-        settings=load(HarvestSettings, environ),
-        summarizer=load(SummarizerSettings, environ),
+        settings=settings,
+        summarizer=summarizer,
         ingest_target=addresses.ingest,
         search_target=addresses.search,
         call_timeout_s=addresses.call_timeout_s,
-        max_content_bytes=load(IngestSettings, environ).max_content_bytes,
+        max_content_bytes=content.max_content_bytes,
     )
 
 

@@ -14,7 +14,8 @@ from mnemo_harvest.engine import HarvestEngine
 from mnemo_harvest.model import AGENTS
 from mnemo_harvest.readers import reader_roots
 from mnemo_platform import InvalidArgument, current_call
-from mnemo_store import timestamp
+from mnemo_store import Params, caller_reach, workspace_clause
+from mnemo_wire import timestamp
 
 STATES = ("active", "idle", "harvested", "skipped", "failed")
 
@@ -35,11 +36,12 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:
         caller = current_call()
         # A token sees the sessions of its own workspaces; the unplaced ones only an all-workspace caller.
-        rows = [
-            r
-            for r in await self.pool.fetch("SELECT * FROM harvest_sources ORDER BY mtime DESC NULLS LAST")
-            if caller.all_workspaces or (r["workspace_id"] and caller.may_touch(r["workspace_id"]))
-        ]
+        params = Params()
+        rows = await self.pool.fetch(
+            f"SELECT * FROM harvest_sources WHERE {workspace_clause(caller_reach(), params, 'workspace_id')} "
+            "ORDER BY mtime DESC NULLS LAST",
+            *params.values,
+        )
         unregistered = (
             await self.pool.fetch(
                 "SELECT DISTINCT cwd FROM harvest_sources WHERE state = 'skipped' AND detail LIKE 'no-workspace:%' "
@@ -94,20 +96,17 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
                 raise ValueError
         except ValueError:
             raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
-        caller = current_call()
+        params = Params()
+        agent, state = params.bind(request.agent), params.bind(request.state)
         rows = await self.pool.fetch(
-            """
+            f"""
             SELECT * FROM harvest_sources
-            WHERE ($1 = '' OR agent = $1) AND ($2 = '' OR state = $2) AND ($5 OR workspace_id = ANY($6::text[]))
+            WHERE ({agent} = '' OR agent = {agent}) AND ({state} = '' OR state = {state})
+              AND {workspace_clause(caller_reach(), params, "workspace_id")}
             ORDER BY mtime DESC NULLS LAST, agent, session_id
-            LIMIT $3 OFFSET $4
+            LIMIT {params.bind(size + 1)} OFFSET {params.bind(offset)}
             """,
-            request.agent,
-            request.state,
-            size + 1,
-            offset,
-            caller.all_workspaces,
-            list(caller.workspaces),
+            *params.values,
         )
         page = rows[:size]
         return pb.ListSourcesResponse(

@@ -6,7 +6,7 @@ import httpx
 import structlog
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
-from mnemo_platform.config import SummarizerSettings
+from mnemo_harvest.settings import SummarizerSettings
 
 log = structlog.get_logger("mnemo.harvest")
 

@@ -6,11 +6,14 @@ import asyncpg
 
 from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
+from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest.servicer import IngestServicer
+from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform import GrpcApp, Registration
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings, TrustSettings
 from mnemo_store import prepare_database
+from mnemo_store.settings import DatabaseSettings
+from mnemo_wire import ContentSettings, TrustSettings
 
 SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name
 
@@ -30,9 +33,11 @@ class IngestApp(GrpcApp):
         settings: IngestSettings,
         embedder: Embedder | None = None,
         trust: TrustSettings | None = None,
+        content: ContentSettings | None = None,
     ) -> None:
         super().__init__(address, grace_s)
         self.trust = trust or TrustSettings()
+        self.content = content or ContentSettings()
         self.dsn = dsn
         self.database = database
         self.embedding = embedding
@@ -43,10 +48,16 @@ class IngestApp(GrpcApp):
 
     async def open(self) -> list[Registration]:
         self.pool = await prepare_database(
-            self.dsn, self.embedder.model, self.embedder.dimension, self.database.pool_min, self.database.pool_max
+            self.dsn,
+            self.embedder.model,
+            self.embedder.dimension,
+            self.database.pool_min,
+            self.database.pool_max,
+            wait_s=self.database.wait_s,
+            migrate=True,  # ingest owns the schema (see docs/architecture.md)
         )
         self.workers = EmbeddingWorkers(self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size)
-        servicer = IngestServicer(self.pool, self.embedder, self.settings, self.trust)
+        servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content)
         return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:

@@ -5,27 +5,33 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest.app import IngestApp
-from mnemo_platform import SettingsError, load
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, IngestSettings, ServiceAddresses, TrustSettings
+from mnemo_ingest.settings import IngestSettings
+from mnemo_platform import SettingsError, load_all
+from mnemo_platform.config import ServiceAddresses
 from mnemo_platform.process import run_process
+from mnemo_store.settings import DatabaseSettings
+from mnemo_wire import ContentSettings, TrustSettings
 
 
 def build(environ: Mapping[str, str] | None = None) -> IngestApp:
-    database = load(DatabaseSettings, environ)
+    database, addresses, embedding, settings, trust, content = load_all(
+        (DatabaseSettings, ServiceAddresses, EmbeddingSettings, IngestSettings, TrustSettings, ContentSettings), environ
+    )
     if not database.url:
         raise SettingsError(
             "MNEMO_DATABASE_URL is required for `mnemo serve ingest`; `mnemo up` starts an embedded PostgreSQL"
         )
-    addresses = load(ServiceAddresses, environ)
     return IngestApp(
         dsn=database.url,
         address=addresses.listen(addresses.ingest),
         grace_s=addresses.grace_s,
         database=database,
-        embedding=load(EmbeddingSettings, environ),
-        settings=load(IngestSettings, environ),
-        trust=load(TrustSettings, environ),
+        embedding=embedding,
+        settings=settings,
+        trust=trust,
+        content=content,
     )
 
 

@@ -15,6 +15,7 @@ from mnemo_guard import screen
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_label
 from mnemo_redact import redact, redact_json
+from mnemo_store.tombstones import Derivation
 
 MAX_TITLE_CHARS = 500
 MAX_TAGS = 32
@@ -118,20 +119,11 @@ class Draft:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     status: str = "active"
-    derivation: DerivationDraft | None = None
+    derivation: Derivation | None = None
     redactions: tuple[dict[str, str], ...] = ()
     """redactions are the secrets removed (kind and digest, never the secret), for the audit log."""
     suspicious: tuple[str, ...] = ()
     """suspicious are the kinds of instruction-like text found (memory poisoning); empty when clean."""
-
-
-@dataclass(frozen=True)
-class DerivationDraft:
-    """What a derived memory was made from: the source version and the summarizer."""
-
-    source_fingerprint: str
-    summarizer: str
-    prompt_version: str
 
 
 def check_reason(reason: str, required: bool) -> str | None:
@@ -172,7 +164,7 @@ class Redactor:
 WRITABLE_STATUSES = ("active", "candidate")
 
 
-def check_derivation(request: Any, source_uri: str | None) -> DerivationDraft | None:
+def check_derivation(request: Any, source_uri: str | None) -> Derivation | None:
     if not request.HasField("derivation"):
         return None
     derivation = request.derivation
@@ -181,7 +173,7 @@ def check_derivation(request: Any, source_uri: str | None) -> DerivationDraft | 
         raise InvalidArgument("derivation.source_fingerprint is required when a derivation is given")
     if not source_uri:
         raise InvalidArgument("a derived memory needs the source_uri it was derived from")
-    return DerivationDraft(
+    return Derivation(
         source_fingerprint=fingerprint,
         summarizer=check_short(derivation.summarizer, "derivation.summarizer", 200) or "transcript",
         prompt_version=check_short(derivation.prompt_version, "derivation.prompt_version", 100) or "",

@@ -11,8 +11,8 @@ import structlog
 
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_embed.chunking import Chunk
-from mnemo_ingest.servicer import EMBED_CHANNEL
-from mnemo_platform.config import IngestSettings
+from mnemo_ingest.settings import IngestSettings
+from mnemo_store import EMBED_CHANNEL
 
 log = structlog.get_logger("mnemo.ingest.worker")
 

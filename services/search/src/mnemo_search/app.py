@@ -6,10 +6,13 @@ import asyncpg
 
 from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
+from mnemo_embed.settings import EmbeddingSettings
 from mnemo_platform import GrpcApp, Registration
-from mnemo_platform.config import DatabaseSettings, EmbeddingSettings, SearchSettings, TrustSettings
 from mnemo_search.servicer import SearchServicer
+from mnemo_search.settings import SearchSettings
 from mnemo_store import prepare_database
+from mnemo_store.settings import DatabaseSettings
+from mnemo_wire import TrustSettings
 
 SERVICE_NAME = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name
 
@@ -40,7 +43,12 @@ class SearchApp(GrpcApp):
 
     async def open(self) -> list[Registration]:
         self.pool = await prepare_database(
-            self.dsn, self.embedder.model, self.embedder.dimension, self.database.pool_min, self.database.pool_max
+            self.dsn,
+            self.embedder.model,
+            self.embedder.dimension,
+            self.database.pool_min,
+            self.database.pool_max,
+            wait_s=self.database.wait_s,
         )
         servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust)
         return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]

@@ -11,11 +11,12 @@ import asyncpg
 import structlog
 
 from mnemo_embed import Embedder, EmbedderUnavailable
-from mnemo_platform.config import SearchSettings, TrustSettings
 from mnemo_platform.telemetry import tracer
 from mnemo_search.query import all_terms_query, any_term_query, literal_terms, relaxed_terms
 from mnemo_search.ranking import fuse_rankings, recency_factor
+from mnemo_search.settings import SearchSettings
 from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope
+from mnemo_wire import TrustSettings
 
 log = structlog.get_logger("mnemo.search")
 

@@ -19,34 +19,43 @@ from mnemo_platform import (
     ALL_WORKSPACES,
     InvalidArgument,
     NotFound,
-    PermissionDenied,
     Unauthenticated,
     current_call,
     enum_label,
     enum_value,
 )
-from mnemo_platform.config import SearchSettings, TrustSettings
 from mnemo_search.engine import LegHit, SearchEngine
+from mnemo_search.settings import SearchSettings
 from mnemo_store import (
     CONTENT_JOIN,
-    GLOBAL_WORKSPACE,
     MEMORY_COLUMNS,
     VISIBLE_STATUSES,
     Params,
+    Reach,
     Scope,
     WorkspaceRow,
     authenticate,
     build_scope,
-    from_timestamp,
+    caller_reach,
     list_tokens,
+    list_workspaces,
+    reach_in,
+    read_embedding_space,
+    require_everywhere,
+    resolve_for_read,
+    tombstones,
+    verify_chains,
+    workspace_clause,
+)
+from mnemo_store import memories as db
+from mnemo_wire import (
+    TrustSettings,
+    audit_message,
+    from_timestamp,
     memory_message,
     parse_memory_id,
-    read_embedding_space,
-    resolve_workspace,
-    struct,
     timestamp,
     token_message,
-    verify_chains,
     workspace_message,
 )
 
@@ -64,7 +73,7 @@ def read_scope(message: common_pb2.MemoryFilter | None, options: common_pb2.Read
 
     The workspaces come later (in_workspace), once the workspace is resolved.
     """
-    scope = Scope(workspace_ids=None)
+    scope = Scope(reach=Reach(None))
     if message is not None:
         kinds = []
         for kind in message.kinds:
@@ -98,9 +107,8 @@ EVERY_WORKSPACE = "every workspace (admin)"
 
 
 def in_workspace(scope: Scope, ws: WorkspaceRow) -> Scope:
-    """Narrows a scope to the caller's workspace plus global, which every workspace reads."""
-    workspace_ids = [ws.id] if ws.id == GLOBAL_WORKSPACE else [ws.id, GLOBAL_WORKSPACE]
-    return replace(scope, workspace_ids=workspace_ids)
+    """Narrows a scope to what a read inside `ws` sees (the access module's rule: the workspace and global)."""
+    return replace(scope, reach=reach_in(ws))
 
 
 def _options(request: Any) -> common_pb2.ReadOptions | None:
@@ -113,25 +121,6 @@ def _filter(request: Any) -> common_pb2.MemoryFilter | None:
 
 def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
     return pb.LegExplanation(rank=hit.rank, score=hit.score) if hit else pb.LegExplanation()
-
-
-def audit_message(row: asyncpg.Record) -> common_pb2.AuditEvent:
-    return common_pb2.AuditEvent(
-        id=row["id"],
-        at=timestamp(row["at"]),
-        principal=row["principal"],
-        workspace_id=row["workspace_id"],
-        action=row["action"],
-        memory_id=str(row["memory_id"]) if row["memory_id"] else "",
-        version=row["version"] or 0,
-        before_hash=row["before_hash"] or "",
-        after_hash=row["after_hash"] or "",
-        request_id=row["request_id"],
-        trace_id=row["trace_id"],
-        prev_hash=row["prev_hash"],
-        hash=row["hash"],
-        details=struct({k: v for k, v in row["details"].items() if v is not None}),
-    )
 
 
 class SearchServicer(pb_grpc.SearchServiceServicer):
@@ -159,19 +148,20 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             raise InvalidArgument(f"mode {request.mode} is not a known search mode")
         scope = read_scope(_filter(request), _options(request))
         if request.workspace.strip() == ALL_WORKSPACES:
-            current_call().require("admin", "searching every workspace")
-            outcome = await self.engine.search(scope, text, mode, limit)
+            outcome = await self.engine.search(
+                replace(scope, reach=require_everywhere("searching every workspace")), text, mode, limit
+            )
             response = pb.SearchResponse(
                 degraded=outcome.degraded, lexical_relaxed=outcome.relaxed, scope=EVERY_WORKSPACE
             )
         else:
-            ws = await resolve_workspace(self.pool, request.workspace)
+            ws = await resolve_for_read(self.pool, request.workspace)
             outcome = await self.engine.search(in_workspace(scope, ws), text, mode, limit)
             response = pb.SearchResponse(
                 degraded=outcome.degraded,
                 lexical_relaxed=outcome.relaxed,
                 workspace=workspace_message(ws),
-                scope=ws.id if ws.id == GLOBAL_WORKSPACE else f"{ws.id} + {GLOBAL_WORKSPACE}",
+                scope=" + ".join(reach_in(ws).ids or ()),
             )
         for hit in outcome.hits:
             result = response.hits.add(
@@ -193,7 +183,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
     async def GetMemory(self, request: pb.GetMemoryRequest, context: Any) -> pb.GetMemoryResponse:
         memory_id = parse_memory_id(request.id)
         scope = read_scope(None, _options(request))
-        ws = await resolve_workspace(self.pool, request.workspace)
+        ws = await resolve_for_read(self.pool, request.workspace)
         params = Params()
         wanted = params.bind(memory_id)
         scoped = build_scope(in_workspace(scope, ws), params, memory="m")
@@ -207,20 +197,16 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         return pb.GetMemoryResponse(memory=memory_message(row, with_content=True, trust=self.trust))
 
     async def _why_not_found(self, ws: WorkspaceRow, memory_id: uuid.UUID, scope: Scope) -> str:
-        """Within the caller's own workspace, say why a memory is not readable; elsewhere, nothing."""
+        """Within what the caller reads, say why a memory is not readable; elsewhere, nothing."""
+        params = Params()
+        wanted = params.bind(memory_id)
         row = await self.pool.fetchrow(
-            "SELECT status, superseded_by, deleted_at, created_at FROM memories "
-            "WHERE id = $1 AND workspace_id = ANY($2::text[])",
-            memory_id,
-            [ws.id, GLOBAL_WORKSPACE],
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = {wanted} "
+            f"AND {workspace_clause(reach_in(ws), params, 'm.workspace_id')}",
+            *params.values,
         )
         if row is None:
-            purged = await self.pool.fetchval(
-                "SELECT purged_at FROM tombstones WHERE memory_id = $1 AND workspace_id = $2 AND purged_at IS NOT NULL",
-                memory_id,
-                ws.id,
-            )
-            if purged is not None:
+            if await tombstones.purged_at(self.pool, memory_id, ws.id) is not None:
                 return f"memory {memory_id} was purged; nothing of it remains"
             return f"memory {memory_id} not found in workspace {ws.name!r}"
         if row["deleted_at"] is not None:
@@ -228,8 +214,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         if scope.as_of is not None and row["created_at"] > scope.as_of:
             return f"memory {memory_id} did not exist yet at {scope.as_of.isoformat()}"
         if not scope.include_history and row["status"] not in VISIBLE_STATUSES:
-            by = f" by {row['superseded_by']}" if row["superseded_by"] else ""
-            return f"memory {memory_id} is {row['status']}{by}; pass include_history (CLI: --history) to read it"
+            return f"memory {memory_id} {db.status_phrase(row)}; pass include_history (CLI: --history) to read it"
         if scope.valid_at is not None:
             return f"memory {memory_id} was not valid at {scope.valid_at.isoformat()} (see its valid_from/valid_to)"
         return f"memory {memory_id} is outside the requested time (as_of)"
@@ -238,7 +223,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         size = self._limit(request.page_size, "page_size")
         scope = read_scope(_filter(request), _options(request))
         cursor = _decode_token(request.page_token) if request.page_token else None
-        ws = await resolve_workspace(self.pool, request.workspace)
+        ws = await resolve_for_read(self.pool, request.workspace)
         params = Params()
         scoped = build_scope(in_workspace(scope, ws), params, memory="m")
         after = ""
@@ -262,25 +247,20 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
         memory_id = parse_memory_id(request.id)
-        ws = await resolve_workspace(self.pool, request.workspace)
+        ws = await resolve_for_read(self.pool, request.workspace)
         params = Params()
         wanted = params.bind(memory_id)
-        scoped = build_scope(in_workspace(Scope(workspace_ids=None, include_history=True), ws), params, memory="m")
+        everything = Scope(reach=reach_in(ws), include_history=True)
+        scoped = build_scope(everything, params, memory="m")
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 f"SELECT {MEMORY_COLUMNS} FROM {scoped.source} WHERE m.id = {wanted} AND {scoped.where}",
                 *params.values,
             )
             if row is None:
-                raise NotFound(
-                    await self._why_not_found(ws, memory_id, Scope(workspace_ids=None, include_history=True))
-                )
-            versions = await conn.fetch(
-                "SELECT * FROM memory_versions WHERE memory_id = $1 ORDER BY version", memory_id
-            )
-            states = await conn.fetch(
-                "SELECT * FROM memory_states WHERE memory_id = $1 ORDER BY recorded_from", memory_id
-            )
+                raise NotFound(await self._why_not_found(ws, memory_id, everything))
+            versions = await db.versions_of(conn, memory_id)
+            states = await db.states_of(conn, memory_id)
             events = await conn.fetch(
                 "SELECT * FROM audit_events WHERE workspace_id = $2 AND (memory_id = $1 OR details->>'successor' = $3) "
                 "ORDER BY id",
@@ -329,17 +309,12 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                     raise ValueError("out of range")
             except ValueError:
                 raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
-        ws = await resolve_workspace(self.pool, request.workspace)
-        if memory_id is not None and not await self.pool.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM memories WHERE id = $1 AND workspace_id = $2) "
-            "OR EXISTS (SELECT 1 FROM tombstones WHERE memory_id = $1 AND workspace_id = $2)",
-            memory_id,
-            ws.id,
-        ):
+        ws = await resolve_for_read(self.pool, request.workspace)
+        if memory_id is not None and not await tombstones.ever_in(self.pool, memory_id, ws.id):
             # A purged memory keeps its events (and its tombstone); one that never was here has none.
             raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
         params = Params()
-        clauses = [f"workspace_id = {params.bind(ws.id)}"]
+        clauses = [workspace_clause(Reach((ws.id,)), params, "workspace_id")]
         if memory_id is not None:
             clauses.append(
                 f"(memory_id = {params.bind(memory_id)} OR details->>'successor' = {params.bind(str(memory_id))})"
@@ -359,9 +334,11 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         )
 
     async def VerifyAudit(self, request: pb.VerifyAuditRequest, context: Any) -> pb.VerifyAuditResponse:
-        workspace_id = (await resolve_workspace(self.pool, request.workspace)).id if request.workspace else None
-        if workspace_id is None and not current_call().all_workspaces:
-            raise PermissionDenied("verifying every chain needs an admin token; name one of this token's workspaces")
+        if request.workspace:
+            workspace_id: str | None = (await resolve_for_read(self.pool, request.workspace)).id
+        else:
+            require_everywhere("verifying every chain")
+            workspace_id = None
         async with self.pool.acquire() as conn:
             check = await verify_chains(conn, workspace_id)
         return pb.VerifyAuditResponse(
@@ -386,43 +363,32 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         return pb.ListTokensResponse(tokens=[token_message(row) for row in await list_tokens(self.pool)])
 
     async def ListWorkspaces(self, request: pb.ListWorkspacesRequest, context: Any) -> pb.ListWorkspacesResponse:
-        call = current_call()
-        rows = [
-            r
-            for r in await self.pool.fetch("SELECT id, name, root_path, created_at FROM workspaces ORDER BY name")
-            if r["id"] == GLOBAL_WORKSPACE or call.may_touch(r["id"])
-        ]
-        return pb.ListWorkspacesResponse(
-            workspaces=[
-                common_pb2.Workspace(
-                    id=r["id"], name=r["name"], root_path=r["root_path"] or "", created_at=timestamp(r["created_at"])
-                )
-                for r in rows
-            ]
-        )
+        params = Params()
+        rows = await list_workspaces(self.pool, workspace_clause(caller_reach(), params, "id"), params.values)
+        return pb.ListWorkspacesResponse(workspaces=[workspace_message(r) for r in rows])
 
     async def ResolveWorkspace(self, request: pb.ResolveWorkspaceRequest, context: Any) -> pb.ResolveWorkspaceResponse:
-        ws = await resolve_workspace(self.pool, request.workspace)
+        ws = await resolve_for_read(self.pool, request.workspace)
         return pb.ResolveWorkspaceResponse(workspace=workspace_message(ws))
 
     async def GetStatus(self, request: pb.GetStatusRequest, context: Any) -> pb.GetStatusResponse:
         response = pb.GetStatusResponse(
             embedder_state=self.embedder.state, embedder_ready=self.embedder.state == "ready"
         )
-        workspace_ids: list[str] | None = None
+        # What the caller reads, as every other read counts it: a workspace with global, or all it reaches.
         if request.workspace:
-            ws = await resolve_workspace(self.pool, request.workspace)
+            ws = await resolve_for_read(self.pool, request.workspace)
             response.workspace.CopyFrom(workspace_message(ws))
-            workspace_ids = [ws.id]
-        elif not current_call().all_workspaces:
-            workspace_ids = list(current_call().workspaces)  # a token counts only what it may read
+            reach = reach_in(ws)
+        else:
+            reach = caller_reach()
         async with self.pool.acquire() as conn:
             space = await read_embedding_space(conn)
             if space:
                 response.embedding_model, response.embedding_dimension = space
             params = Params()
-            scoped = build_scope(Scope(workspace_ids=workspace_ids), params, memory="m")
-            where_c = "TRUE" if workspace_ids is None else f"c.workspace_id = ANY({params.bind(workspace_ids)}::text[])"
+            scoped = build_scope(Scope(reach=reach), params, memory="m")
+            where_c = workspace_clause(reach, params, "c.workspace_id")
             row = await conn.fetchrow(
                 f"""
                 SELECT

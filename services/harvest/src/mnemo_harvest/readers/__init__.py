@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from mnemo_harvest.model import Reader
-from mnemo_platform.config import HarvestSettings
+from mnemo_harvest.settings import HarvestSettings
 
 
 def build_readers(settings: HarvestSettings) -> dict[str, Reader]:

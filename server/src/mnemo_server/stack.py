@@ -11,22 +11,18 @@ from typing import Any
 
 import structlog
 
+from mnemo_embed.settings import EmbeddingSettings
 from mnemo_gateway import GatewayApp
 from mnemo_gateway.app import check_exposure
-from mnemo_platform import Component, load
-from mnemo_platform.config import (
-    AuthSettings,
-    DatabaseSettings,
-    EmbeddingSettings,
-    GatewaySettings,
-    HarvestSettings,
-    IngestSettings,
-    SearchSettings,
-    ServiceAddresses,
-    SummarizerSettings,
-    TrustSettings,
-)
+from mnemo_gateway.settings import GatewaySettings
+from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
+from mnemo_ingest.settings import IngestSettings
+from mnemo_platform import Component, load_all
+from mnemo_platform.config import AuthSettings, ServiceAddresses
 from mnemo_platform.context import auth_state, configure_auth
+from mnemo_search.settings import SearchSettings
+from mnemo_store.settings import DatabaseSettings
+from mnemo_wire import ContentSettings, TrustSettings
 
 log = structlog.get_logger("mnemo.up")
 
@@ -72,6 +68,7 @@ class StackConfig:
     harvest: HarvestSettings
     summarizer: SummarizerSettings
     auth: AuthSettings = field(default_factory=AuthSettings)
+    content: ContentSettings = field(default_factory=ContentSettings)
     ingest_addr: str = FREE_PORT
     search_addr: str = FREE_PORT
     harvest_addr: str = FREE_PORT
@@ -79,20 +76,36 @@ class StackConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> StackConfig:
-        addresses = load(ServiceAddresses, environ)
-        gateway, auth = load(GatewaySettings, environ), load(AuthSettings, environ)
+        # Every class at once, so a misconfigured machine hears of every bad variable in one go.
+        (database, embedding, content, ingest, search, addresses, gateway, auth, trust, harvest, summarizer) = load_all(
+            (
+                DatabaseSettings,
+                EmbeddingSettings,
+                ContentSettings,
+                IngestSettings,
+                SearchSettings,
+                ServiceAddresses,
+                GatewaySettings,
+                AuthSettings,
+                TrustSettings,
+                HarvestSettings,
+                SummarizerSettings,
+            ),
+            environ,
+        )
         check_exposure(gateway, auth)
         return cls(
-            database=load(DatabaseSettings, environ),
-            embedding=load(EmbeddingSettings, environ),
-            ingest=load(IngestSettings, environ),
-            search=load(SearchSettings, environ),
+            database=database,
+            embedding=embedding,
+            ingest=ingest,
+            search=search,
             addresses=addresses,
             gateway=gateway,
             auth=auth,
-            trust=load(TrustSettings, environ),
-            harvest=load(HarvestSettings, environ),
-            summarizer=load(SummarizerSettings, environ),
+            content=content,
+            trust=trust,
+            harvest=harvest,
+            summarizer=summarizer,
             # Under `mnemo up` the gRPC servers are internal: any free loopback port unless set.
             ingest_addr=addresses.ingest if "MNEMO_INGEST_ADDR" in environ else FREE_PORT,
             search_addr=addresses.search if "MNEMO_SEARCH_ADDR" in environ else FREE_PORT,
@@ -158,7 +171,7 @@ class Stack:
                 self.dsn = self.postgres.uri
             embedder = self.embedder or parts["build_embedder"](cfg.embedding)
             self.ingest = parts["IngestApp"](
-                self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder, cfg.trust
+                self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder, cfg.trust, cfg.content
             )
             await self._start(self.ingest)
             self.search = parts["SearchApp"](
@@ -175,7 +188,7 @@ class Stack:
                 ingest_addr,
                 search_addr,
                 cfg.addresses.call_timeout_s,
-                cfg.ingest.max_content_bytes,
+                cfg.content.max_content_bytes,
             )
             await self._start(self.harvest)
             if cfg.auth.enabled:

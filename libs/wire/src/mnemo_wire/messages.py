@@ -1,4 +1,4 @@
-"""Database rows to protobuf messages, and the column lists that produce those rows."""
+"""Store rows to the protobuf messages the services answer with; store rows know nothing of the wire."""
 
 from __future__ import annotations
 
@@ -9,25 +9,11 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from mnemo.common.v1 import common_pb2
+from mnemo.ingest.v1 import ingest_service_pb2
 from mnemo_platform import InvalidArgument
-from mnemo_platform.config import TrustSettings
 from mnemo_platform.enums import enum_value
-from mnemo_store.tokens import TokenRow
-from mnemo_store.workspaces import WorkspaceRow
-
-# Columns of `memories m` (or the as-of relation of the same shape) that memory_message() reads;
-# add `v.content` with CONTENT_JOIN for content.
-MEMORY_COLUMNS = """
-    m.id, m.workspace_id, m.kind, m.title, m.tags, m.metadata, m.source_uri, m.status,
-    m.provenance, m.author, m.version, m.content_hash, m.created_at, m.updated_at,
-    m.superseded_by, m.valid_from, m.valid_to, m.status_reason, m.trust, m.suspicious,
-    (SELECT CASE WHEN bool_or(c.embed_status = 'failed') THEN 'failed'
-                 WHEN bool_or(c.embed_status = 'pending') THEN 'pending'
-                 ELSE 'embedded' END
-       FROM chunks c WHERE c.memory_id = m.id AND c.version = m.version) AS embedding_state
-"""
-# Joins the version being read, for reads that need the content (`v.content`).
-CONTENT_JOIN = "JOIN memory_versions v ON v.memory_id = m.id AND v.version = m.version"
+from mnemo_store import TokenRow, WorkspaceRow
+from mnemo_wire.trust import TrustSettings
 
 
 def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -101,6 +87,39 @@ def token_message(row: TokenRow) -> common_pb2.Token:
     if row.revoked_at:
         message.revoked_at.CopyFrom(timestamp(row.revoked_at))
     return message
+
+
+def tombstone_message(row: Any) -> ingest_service_pb2.Tombstone:
+    return ingest_service_pb2.Tombstone(
+        workspace_id=row["workspace_id"],
+        memory_id=str(row["memory_id"]),
+        source_uri=row["source_uri"] or "",
+        source_fingerprint=row["source_fingerprint"] or "",
+        reason=row["reason"] or "",
+        principal=row["principal"],
+        deleted_at=timestamp(row["created_at"]),
+        restored_at=timestamp(row["restored_at"]),
+        purged_at=timestamp(row["purged_at"]),
+    )
+
+
+def audit_message(row: Any) -> common_pb2.AuditEvent:
+    return common_pb2.AuditEvent(
+        id=row["id"],
+        at=timestamp(row["at"]),
+        principal=row["principal"],
+        workspace_id=row["workspace_id"],
+        action=row["action"],
+        memory_id=str(row["memory_id"]) if row["memory_id"] else "",
+        version=row["version"] or 0,
+        before_hash=row["before_hash"] or "",
+        after_hash=row["after_hash"] or "",
+        request_id=row["request_id"],
+        trace_id=row["trace_id"],
+        prev_hash=row["prev_hash"],
+        hash=row["hash"],
+        details=struct({k: v for k, v in row["details"].items() if v is not None}),
+    )
 
 
 def parse_memory_id(value: str) -> uuid.UUID:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from mnemo_cli.stack import Stack, StackConfig
 from mnemo_platform import Component
 from mnemo_platform.process import run_process
+from mnemo_server.stack import Stack, StackConfig
 
 
 def announce(components: Sequence[Component]) -> None:

@@ -1,0 +1,63 @@
+"""Which embedding model turns text into vectors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mnemo_platform.settings import SettingsError, one_of, parse_positive_float, parse_positive_int, setting
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """Which embedding model turns text into vectors."""
+
+    embedder: str = setting(
+        "MNEMO_EMBEDDER",
+        "local",
+        "`local` (bundled all-MiniLM-L6-v2 via sentence-transformers, offline), `openai` (any "
+        "OpenAI-compatible `/v1/embeddings` endpoint) or `hash` (deterministic, meaningless; tests).",
+        one_of("local", "openai", "hash"),
+    )
+    model: str = setting(
+        "MNEMO_EMBED_MODEL",
+        "",
+        "Model name sent to the `openai` endpoint; for `local`, a sentence-transformers model "
+        "directory (empty: the bundled model).",
+        shown_default="(bundled all-MiniLM-L6-v2)",
+    )
+    url: str = setting(
+        "MNEMO_EMBED_URL",
+        "",
+        "Base URL of the OpenAI-compatible API (e.g. `http://localhost:11434/v1`); required for `openai`.",
+    )
+    api_key: str = setting("MNEMO_EMBED_API_KEY", "", "Bearer token for the `openai` endpoint, if it needs one.")
+    dimension: int = setting(
+        "MNEMO_EMBED_DIMENSION",
+        0,
+        "Vector dimension of the `openai` model (required for `openai`; `hash` defaults to 64).",
+        int,
+    )
+    max_tokens: int = setting(
+        "MNEMO_EMBED_MAX_TOKENS",
+        512,
+        "Context window of the `openai` model, in tokens; notes are chunked to fit it.",
+        parse_positive_int,
+    )
+    batch_size: int = setting("MNEMO_EMBED_BATCH_SIZE", 32, "Chunks embedded per batch.", parse_positive_int)
+    timeout_s: float = setting(
+        "MNEMO_EMBED_TIMEOUT_S", 30.0, "Timeout of one `openai` embedding request.", parse_positive_float
+    )
+
+    def validate(self) -> None:
+        problems = []
+        if self.embedder == "openai":
+            if not self.url:
+                problems.append("MNEMO_EMBED_URL is required when MNEMO_EMBEDDER=openai")
+            if not self.model:
+                problems.append("MNEMO_EMBED_MODEL is required when MNEMO_EMBEDDER=openai")
+            if self.dimension <= 0:
+                problems.append("MNEMO_EMBED_DIMENSION is required when MNEMO_EMBEDDER=openai")
+        if self.dimension < 0:
+            problems.append(f"MNEMO_EMBED_DIMENSION must not be negative, got {self.dimension}")
+        if problems:
+            raise SettingsError("invalid configuration: " + "; ".join(problems))

@@ -1,0 +1,51 @@
+"""Where PostgreSQL is and how many connections each service keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from mnemo_platform.settings import SettingsError, parse_positive_float, parse_positive_int, setting
+
+
+def default_data_dir() -> str:
+    return platformdirs.user_data_dir("mnemo", appauthor=False)
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Where PostgreSQL is and how many connections each service keeps."""
+
+    url: str = setting(
+        "MNEMO_DATABASE_URL",
+        "",
+        "PostgreSQL (>= 15, with pgvector) to use. Empty: start the embedded PostgreSQL in `MNEMO_DATA_DIR`.",
+        shown_default="(empty: embedded)",
+    )
+    data_dir: str = setting(
+        "MNEMO_DATA_DIR",
+        "",
+        "Directory for the embedded PostgreSQL and other local state.",
+        shown_default="platform user data dir, e.g. `~/.local/share/mnemo`",
+    )
+    pool_min: int = setting("MNEMO_DB_POOL_MIN", 1, "Connections each service opens at start.", parse_positive_int)
+    pool_max: int = setting("MNEMO_DB_POOL_MAX", 10, "Most connections each service holds.", parse_positive_int)
+    wait_s: float = setting(
+        "MNEMO_DB_WAIT_S",
+        30.0,
+        "Seconds a starting service waits for PostgreSQL, and search and harvest for ingest to have migrated it.",
+        parse_positive_float,
+    )
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        return Path(self.data_dir or default_data_dir()).expanduser()
+
+    def validate(self) -> None:
+        if self.pool_min > self.pool_max:
+            raise SettingsError(
+                f"invalid configuration: MNEMO_DB_POOL_MIN ({self.pool_min}) exceeds "
+                f"MNEMO_DB_POOL_MAX ({self.pool_max})"
+            )

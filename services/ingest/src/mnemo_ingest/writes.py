@@ -1,0 +1,182 @@
+"""Writes and versions: a new memory (with replays, source versions and derivations) and an update."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+import asyncpg
+import structlog
+
+from mnemo_ingest.steps import Steps, audit_details
+from mnemo_ingest.validation import Draft, check_content, check_metadata, check_tags, check_title, content_hash
+from mnemo_ingest.validation import redacted_text as redact_field
+from mnemo_platform import AlreadyExists, FailedPrecondition
+from mnemo_redact import redact, redact_json
+from mnemo_store import VISIBLE_STATUSES, AuditEvent, WorkspaceRow, append_audit_event, resolve_for_write, tombstones
+from mnemo_store import memories as db
+
+log = structlog.get_logger("mnemo.ingest")
+
+Outcome = Literal["created", "new_version", "unchanged", "replayed"]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a write did: the memory as it now is (with its content) and how it got there."""
+
+    memory: asyncpg.Record
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A checked, redacted update: the new content and, where given, the fields it replaces."""
+
+    content: str
+    redactions: list[dict[str, str]]
+    title: str | None
+    tags: list[str] | None
+    metadata: dict | None
+    expected_version: int
+
+
+def check_edit(
+    content: str,
+    max_bytes: int,
+    title: str | None,
+    tags: list[str] | None,
+    metadata: object | None,
+    expected_version: int,
+) -> Edit:
+    """Validates and redacts an update before anything touches the database."""
+    text, redactions = redact_field(check_content(content, max_bytes))
+    return Edit(
+        content=text,
+        redactions=redactions,
+        title=redact(check_title(title, text)).text if title is not None else None,
+        tags=[redact(t).text for t in check_tags(tags)] if tags is not None else None,
+        metadata=redact_json(check_metadata(metadata))[0] if metadata is not None else None,
+        expected_version=expected_version,
+    )
+
+
+class Writes:
+    """Every write that adds text: new memories and new versions."""
+
+    def __init__(self, pool: asyncpg.Pool, steps: Steps) -> None:
+        self.pool = pool
+        self.steps = steps
+
+    async def write(self, ref: str, draft: Draft) -> Written:
+        chunks = await self.steps.chunks(draft.title, draft.content)
+        # A concurrent writer with the same source_uri or idempotency key can win the insert;
+        # the second attempt then finds its row and answers as a replay or a new version.
+        for attempt in range(3):
+            try:
+                async with self.pool.acquire() as conn, conn.transaction():
+                    return await self._write(conn, ref, draft, chunks)
+            except asyncpg.UniqueViolationError:
+                if attempt == 2:
+                    raise AlreadyExists("a concurrent write with the same source_uri or idempotency key won") from None
+        raise AssertionError("unreachable")
+
+    async def _write(self, conn: asyncpg.Connection, ref: str, draft: Draft, chunks: list[db.ChunkRow]) -> Written:
+        ws = await resolve_for_write(conn, ref)
+        if draft.idempotency_key:
+            row = await db.find_by_idempotency_key(conn, ws.id, draft.idempotency_key)
+            if row is not None:
+                if row["content_hash"] != draft.content_hash:
+                    raise AlreadyExists(
+                        f"idempotency key {draft.idempotency_key!r} was already used for memory {row['id']} "
+                        "with different content; use a new key for a new write"
+                    )
+                return Written(await db.fetch_memory(conn, row["id"]), "replayed")
+        if draft.source_uri:
+            existing = await self._from_source(conn, ws, draft, chunks)
+            if existing is not None:
+                return existing
+        memory_id = await self.steps.insert(conn, ws, draft, chunks)
+        await self._record_derivation(conn, ws, draft, memory_id)
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                ws.id,
+                "write",
+                str(memory_id),
+                1,
+                None,
+                draft.content_hash,
+                audit_details(draft.redactions, draft.suspicious),
+            ),
+        )
+        log.info("memory_written", memory_id=str(memory_id), workspace=ws.id, chunks=len(chunks))
+        return Written(await db.fetch_memory(conn, memory_id), "created")
+
+    async def _from_source(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
+    ) -> Written | None:
+        """A write naming a source the workspace already has: unchanged, or the source's next version."""
+        assert draft.source_uri is not None
+        await self.steps.refuse_tombstoned_source(conn, ws, draft.source_uri)
+        if draft.derivation is not None:
+            derived = await tombstones.derived_memory(conn, ws.id, draft.source_uri, draft.derivation)
+            if derived is not None:
+                # This exact source version was already derived this way (a replica's race, a
+                # restart, a re-run): nothing new.
+                return Written(await db.fetch_memory(conn, derived), "unchanged")
+        row = await db.lock_by_source(conn, ws.id, draft.source_uri)
+        if row is None:
+            return None
+        outcome: Outcome = "unchanged"
+        if row["content_hash"] != draft.content_hash:
+            await self.steps.new_version(
+                conn,
+                row,
+                draft.title,
+                draft.content,
+                draft.content_hash,
+                draft.tags,
+                draft.metadata,
+                chunks,
+                draft.redactions,
+            )
+            # A re-derivation may change how the text was made (a transcript becomes a summary
+            # once the summarizer answers); trust follows the current text.
+            await db.set_provenance(conn, row["id"], draft.provenance)
+            outcome = "new_version"
+        await self._record_derivation(conn, ws, draft, row["id"])
+        return Written(await db.fetch_memory(conn, row["id"]), outcome)
+
+    async def _record_derivation(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, memory_id: uuid.UUID
+    ) -> None:
+        if draft.derivation is not None and draft.source_uri:
+            await tombstones.record_derivation(conn, ws.id, draft.source_uri, draft.derivation, memory_id)
+
+    async def update(self, ref: str, memory_id: uuid.UUID, edit: Edit) -> Written:
+        async with self.pool.acquire() as conn, conn.transaction():
+            ws = await resolve_for_write(conn, ref)
+            row = await self.steps.locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES)
+            if edit.expected_version and edit.expected_version != row["version"]:
+                raise FailedPrecondition(
+                    f"memory {memory_id} is at version {row['version']}, not {edit.expected_version}; "
+                    "read it again before updating"
+                )
+            title = row["title"] if edit.title is None else edit.title
+            tags = list(row["tags"]) if edit.tags is None else edit.tags
+            metadata = row["metadata"] if edit.metadata is None else edit.metadata
+            new_hash = content_hash(edit.content)
+            if (new_hash, title, tags, metadata) == (
+                row["content_hash"],
+                row["title"],
+                list(row["tags"]),
+                row["metadata"],
+            ):
+                return Written(await db.fetch_memory(conn, memory_id), "unchanged")
+            chunks = await self.steps.chunks(title, edit.content)
+            await self.steps.new_version(
+                conn, row, title, edit.content, new_hash, tags, metadata, chunks, edit.redactions
+            )
+            return Written(await db.fetch_memory(conn, memory_id), "new_version")

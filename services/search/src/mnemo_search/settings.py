@@ -1,0 +1,76 @@
+"""The search service's settings: ranking and limits of the read path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mnemo_platform.settings import (
+    SettingsError,
+    parse_non_negative_float,
+    parse_positive_float,
+    parse_positive_int,
+    setting,
+)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Ranking and limits of the read path."""
+
+    default_limit: int = setting(
+        "MNEMO_SEARCH_DEFAULT_LIMIT", 10, "Results when a search names no limit.", parse_positive_int
+    )
+    max_limit: int = setting(
+        "MNEMO_SEARCH_MAX_LIMIT", 100, "Most results one search or list page returns.", parse_positive_int
+    )
+    candidates: int = setting(
+        "MNEMO_SEARCH_CANDIDATES",
+        30,
+        "Candidates each leg contributes to fusion (30 measured best on LoCoMo; see bench/README.md).",
+        parse_positive_int,
+    )
+    lexical_match_cap: int = setting(
+        "MNEMO_LEXICAL_MATCH_CAP",
+        5000,
+        "Most full-text matches ranked per query (ranking cost grows with matches, not with the limit).",
+        parse_positive_int,
+    )
+    rrf_k: float = setting(
+        "MNEMO_RRF_K",
+        10.0,
+        "Reciprocal-rank-fusion constant k; smaller trusts each leg's top ranks more (10 measured best on LoCoMo).",
+        parse_positive_float,
+    )
+    lexical_weight: float = setting(
+        "MNEMO_LEXICAL_WEIGHT", 1.0, "Weight of the lexical leg in fusion.", parse_non_negative_float
+    )
+    semantic_weight: float = setting(
+        "MNEMO_SEMANTIC_WEIGHT", 1.0, "Weight of the semantic leg in fusion.", parse_non_negative_float
+    )
+    recency_half_life_days: float = setting(
+        "MNEMO_RECENCY_HALF_LIFE_DAYS",
+        30.0,
+        "Age at which the recency part of the score halves.",
+        parse_positive_float,
+    )
+    recency_weight: float = setting(
+        "MNEMO_RECENCY_WEIGHT",
+        0.2,
+        "Share of the score subject to recency decay (0 = no decay, 1 = all of it).",
+        parse_non_negative_float,
+    )
+    hnsw_ef_search: int = setting(
+        "MNEMO_HNSW_EF_SEARCH", 200, "pgvector `hnsw.ef_search` for the semantic leg.", parse_positive_int
+    )
+    query_timeout_s: float = setting(
+        "MNEMO_SEARCH_LEG_TIMEOUT_S",
+        5.0,
+        "A leg that takes longer is abandoned and reported in `degraded`.",
+        parse_positive_float,
+    )
+
+    def validate(self) -> None:
+        if self.default_limit > self.max_limit:
+            raise SettingsError("invalid configuration: MNEMO_SEARCH_DEFAULT_LIMIT exceeds MNEMO_SEARCH_MAX_LIMIT")
+        if self.recency_weight > 1:
+            raise SettingsError("invalid configuration: MNEMO_RECENCY_WEIGHT must be between 0 and 1")
