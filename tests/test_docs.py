@@ -20,9 +20,7 @@ README = (ROOT / "README.md").read_text()
 def test_the_configuration_table_is_generated_from_the_settings() -> None:
     block = README.split("<!-- config-table:start -->\n", 1)[1].split("<!-- config-table:end -->", 1)[0]
     expected = markdown_table(ALL_SETTINGS)
-    assert block.strip() == expected, (
-        "README config table is stale; regenerate with: uv run python -m tests.test_docs"
-    )
+    assert block.strip() == expected, "README config table is stale; regenerate with: uv run python -m tests.test_docs"
 
 
 def test_every_mnemo_variable_in_the_code_is_a_documented_setting() -> None:

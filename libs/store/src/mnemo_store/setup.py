@@ -40,9 +40,9 @@ async def _wait_for_schema(
         pending = await pending_migrations(conn)
         if pending:
             raise _SchemaBehind(f"{len(pending)} migration(s) not applied yet ({', '.join(pending)})")
-        if embed_model is not None and embed_dimension is not None:
-            if not await check_embedding_space(conn, embed_model, embed_dimension):
-                raise _SchemaBehind("the embedding space is not recorded yet")
+        vectors = embed_model is not None and embed_dimension is not None
+        if vectors and not await check_embedding_space(conn, embed_model, embed_dimension):  # type: ignore[arg-type]
+            raise _SchemaBehind("the embedding space is not recorded yet")
 
     try:
         async for attempt in AsyncRetrying(
