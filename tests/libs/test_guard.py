@@ -39,9 +39,8 @@ from mnemo_guard.model import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
-LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
-SESSIONS = SHARED / "fixtures" / "sessions"
+LOCOMO = ROOT / "bench" / "data" / "locomo" / "locomo-dev.json"
+SESSIONS = ROOT / "tests" / "fixtures" / "sessions"
 README = ROOT / "libs" / "guard" / "README.md"
 # Bounds on real text; the measured rates (README) are 0 of 2,760 turns and 0 of the fixtures' strings.
 MAX_LOCOMO_RATE = 0.005
