@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.locomo import git_info, machine_info, percentile
 from mnemo_guard import screen
-from mnemo_guard.corpus import ALL_ATTACKS, ALL_BENIGN, ATTACKS, BENIGN, HELD_OUT_ATTACKS, HELD_OUT_BENIGN
+from tests.corpora.guard import ALL_ATTACKS, ALL_BENIGN, ATTACKS, BENIGN, HELD_OUT_ATTACKS, HELD_OUT_BENIGN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = REPO_ROOT / "bench" / "data" / "locomo" / "locomo-dev.json"

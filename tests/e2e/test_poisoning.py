@@ -7,8 +7,8 @@ import pytest
 
 from mnemo_cli.stack import Stack
 from mnemo_embed import HashEmbedder
-from mnemo_guard.corpus import ATTACKS, BENIGN
 from mnemo_guard.model import KINDS
+from tests.corpora.guard import ATTACKS, BENIGN
 from tests.helpers import Postgres, mcp_client, start_stack, tool_json
 
 # One attack per kind and obfuscation is enough end to end; the library's tests take the whole corpus.

@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 
 import mnemo_guard
 from mnemo_guard import KINDS, SUSPICIOUS_LABEL, TRUST_FACTOR_SUSPICIOUS, Screening, Signal, screen
-from mnemo_guard.corpus import (
+from mnemo_guard.model import (
+    ENCODED_INSTRUCTION,
+    HIDDEN_TEXT,
+    INSTRUCTION_OVERRIDE,
+    ROLE_TAG,
+    STANDING_ORDER,
+)
+from tests.corpora.guard import (
     ALL_ATTACKS,
     ALL_BENIGN,
     ATTACKS,
@@ -29,13 +36,6 @@ from mnemo_guard.corpus import (
     leet,
     tag_smuggle,
     zero_width,
-)
-from mnemo_guard.model import (
-    ENCODED_INSTRUCTION,
-    HIDDEN_TEXT,
-    INSTRUCTION_OVERRIDE,
-    ROLE_TAG,
-    STANDING_ORDER,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
