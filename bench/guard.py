@@ -14,10 +14,11 @@ from typing import Any
 
 from bench.locomo import git_info, machine_info, percentile
 from mnemo_guard import screen
-from mnemo_guard.corpus import ALL_ATTACKS, ALL_BENIGN, ATTACKS, BENIGN, HELD_OUT_ATTACKS, HELD_OUT_BENIGN
+from tests.corpora.guard import ALL_ATTACKS, ALL_BENIGN, ATTACKS, BENIGN, HELD_OUT_ATTACKS, HELD_OUT_BENIGN
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
+LOCOMO = REPO_ROOT / "bench" / "data" / "locomo" / "locomo-dev.json"
+SESSIONS = REPO_ROOT / "tests" / "fixtures" / "sessions"
 DEFAULT_OUT = "bench/results"
 CHUNK = 100_000
 REPEATS = 7
@@ -25,8 +26,8 @@ REPEATS = 7
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.guard", description=__doc__)
-    parser.add_argument("--locomo", type=Path, default=SHARED / "data" / "locomo" / "locomo-dev.json")
-    parser.add_argument("--sessions", type=Path, default=SHARED / "fixtures" / "sessions")
+    parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--sessions", type=Path, default=SESSIONS)
     parser.add_argument("--out", default=DEFAULT_OUT, help="where results go (relative to the repo root)")
     return parser.parse_args(argv)
 
@@ -163,7 +164,7 @@ def per_100kb(samples: dict[str, str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(sys.argv[1:] if argv is None else list(argv))
     if not cfg.locomo.is_file() or not cfg.sessions.is_dir():
-        print(f"guard: data not found ({cfg.locomo}, {cfg.sessions}); see /work/shared", file=sys.stderr)
+        print(f"guard: data not found ({cfg.locomo}, {cfg.sessions})", file=sys.stderr)
         return 2
     turns = locomo_turns(cfg.locomo)
     strings = fixture_strings(cfg.sessions)

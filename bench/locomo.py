@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = "../shared/data/locomo/locomo-dev.json"
+DEFAULT_DATA = "bench/data/locomo/locomo-dev.json"
 DEFAULT_OUT = "bench/results"
 MODES = ("lexical", "semantic", "hybrid")
 TOP_K = 10
@@ -774,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cfg.data.is_file():
         print(
             f"locomo: data file not found: {cfg.data}\n"
-            "  pass --data PATH (see /work/shared/data/locomo/README.md for the dataset)",
+            "  pass --data PATH (see bench/data/locomo/README.md for the dataset)",
             file=sys.stderr,
         )
         return 2

@@ -6,9 +6,9 @@ import httpx
 import pytest
 
 from mnemo_embed import HashEmbedder
-from mnemo_guard.corpus import ATTACKS, BENIGN
 from mnemo_guard.model import KINDS
 from mnemo_server.stack import Stack
+from tests.corpora.guard import ATTACKS, BENIGN
 from tests.helpers import Postgres, mcp_client, start_stack, tool_json
 
 # One attack per kind and obfuscation is enough end to end; the library's tests take the whole corpus.

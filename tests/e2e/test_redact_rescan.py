@@ -18,8 +18,8 @@ import pytest
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
-from mnemo_redact.corpus import planted_secrets
 from mnemo_server.stack import Stack
+from tests.corpora.redact import planted_secrets
 from tests.helpers import Clients, Postgres, ids, mnemo, start_stack
 
 SECRETS = {p.kind: p.secret for p in planted_secrets()}

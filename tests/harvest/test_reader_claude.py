@@ -11,7 +11,7 @@ from mnemo_harvest.model import Session
 from mnemo_harvest.readers.claude import ClaudeCodeReader
 from tests.harvest.agents import all_text, roles, stubs
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sessions" / "claude-code"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "claude-code"
 PROJECTS = FIXTURES / "claude-code-log" / "projects"
 SHOWCASE_ID = "55550000-0000-4000-8000-000000000001"
 SHOWCASE = PROJECTS / "-workspace-example-app" / f"{SHOWCASE_ID}.jsonl"

@@ -1,4 +1,4 @@
-"""The Codex reader over the real and synthetic rollouts in shared/fixtures, plus synthetic edge cases."""
+"""The Codex reader over the real and synthetic rollouts in tests/fixtures, plus synthetic edge cases."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import zstandard
 from mnemo_harvest.model import Session, SourceRef
 from mnemo_harvest.readers.codex import CodexReader
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sessions"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sessions"
 SYNTH = FIXTURES / "codex" / "claude-code-log-synthetic"
 REAL = FIXTURES / "codex" / "localpush-real"
 DAY = REAL / "sessions" / "2026" / "02" / "23"

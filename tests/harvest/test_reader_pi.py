@@ -11,7 +11,7 @@ from mnemo_harvest.model import Session
 from mnemo_harvest.readers.pi import PiReader
 from tests.harvest.agents import all_text, roles, stubs
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sessions" / "pi"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "pi"
 V1 = FIXTURES / "v1-real" / "sessions"
 V3 = FIXTURES / "v3-derived" / "sessions"
 FOLDER = "--Users-badlogic-workspaces-pi-mono--"

@@ -1,7 +1,7 @@
 """Planted secrets of every kind, in every agent's format and every place a session holds them, are never stored.
 
 Each (format, location) cell is one session holding its own corpus from
-`mnemo_redact.corpus.planted_secrets` (one seed per cell), so a secret found anywhere names the
+`tests.corpora.redact.planted_secrets` (one seed per cell), so a secret found anywhere names the
 format and the place it came from. After one harvest of all five homes, every table of the database
 and every file under MNEMO_DATA_DIR (the zstd archive decompressed) are searched for each secret,
 whole and in any 12-character piece holding 7 characters of its random part. Beside that: each
@@ -32,7 +32,7 @@ from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
-from mnemo_redact.corpus import Planted, planted_secrets
+from tests.corpora.redact import Planted, planted_secrets
 from tests.harvest import opencode_fixtures as oc
 from tests.harvest.formats import Call, Say, Script, opencode_session, write_claude, write_codex, write_pi
 from tests.helpers import Clients, Postgres, start_stack

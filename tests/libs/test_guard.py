@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 
 import mnemo_guard
 from mnemo_guard import KINDS, SUSPICIOUS_LABEL, TRUST_FACTOR_SUSPICIOUS, Screening, Signal, screen
-from mnemo_guard.corpus import (
+from mnemo_guard.model import (
+    ENCODED_INSTRUCTION,
+    HIDDEN_TEXT,
+    INSTRUCTION_OVERRIDE,
+    ROLE_TAG,
+    STANDING_ORDER,
+)
+from tests.corpora.guard import (
     ALL_ATTACKS,
     ALL_BENIGN,
     ATTACKS,
@@ -30,18 +37,10 @@ from mnemo_guard.corpus import (
     tag_smuggle,
     zero_width,
 )
-from mnemo_guard.model import (
-    ENCODED_INSTRUCTION,
-    HIDDEN_TEXT,
-    INSTRUCTION_OVERRIDE,
-    ROLE_TAG,
-    STANDING_ORDER,
-)
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
-LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
-SESSIONS = SHARED / "fixtures" / "sessions"
+LOCOMO = ROOT / "bench" / "data" / "locomo" / "locomo-dev.json"
+SESSIONS = ROOT / "tests" / "fixtures" / "sessions"
 README = ROOT / "libs" / "guard" / "README.md"
 # Bounds on real text; the measured rates (README) are 0 of 2,760 turns and 0 of the fixtures' strings.
 MAX_LOCOMO_RATE = 0.005

@@ -26,7 +26,10 @@ from mnemo_redact import (
     redact_command_output,
     redact_json,
 )
-from mnemo_redact.corpus import (
+from mnemo_redact.detectors import KIND_BY_TYPE, MIN_VALUE_LENGTH, TRIGGERS, candidate_segments
+from mnemo_redact.model import digest
+from mnemo_redact.patterns import rule_spans
+from tests.corpora.redact import (
     B64URL,
     BENIGN,
     Planted,
@@ -36,9 +39,6 @@ from mnemo_redact.corpus import (
     planted_secrets,
     planted_transcript,
 )
-from mnemo_redact.detectors import KIND_BY_TYPE, MIN_VALUE_LENGTH, TRIGGERS, candidate_segments
-from mnemo_redact.model import digest
-from mnemo_redact.patterns import rule_spans
 
 README = Path(__file__).resolve().parents[2] / "libs" / "redact" / "README.md"
 PLANTED = planted_secrets(seed=7)

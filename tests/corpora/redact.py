@@ -339,7 +339,7 @@ def _generators() -> list[tuple[str, str, Callable[[random.Random], str], Callab
 
 def planted_secrets(seed: int = 0) -> list[Planted]:
     """One fake secret per generator (every kind, several contexts), each in its own text."""
-    rng = random.Random(seed)  # noqa: S311 (reproducible fakes, not keys)
+    rng = random.Random(seed)
     return [
         Planted(kind, secret, embed(secret), label)
         for kind, label, make, embed in _generators()
@@ -454,7 +454,7 @@ def image_line(rng: random.Random, size: int = 20_000) -> str:
 
 def planted_transcript(size: int = 1_000_000, secrets: int = 20, seed: int = 0) -> tuple[str, list[Planted]]:
     """About `size` characters of transcript with `secrets` planted texts (of spread-out kinds) in it."""
-    rng = random.Random(seed)  # noqa: S311 (reproducible fakes, not keys)
+    rng = random.Random(seed)
     pool = planted_secrets(seed)
     planted = [pool[i * len(pool) // secrets] for i in range(secrets)] if secrets <= len(pool) else pool
     lines: list[str] = []
