@@ -76,7 +76,9 @@ def _clone_env(clone: Path) -> dict[str, str]:
     env["VIRTUAL_ENV"] = sys.prefix
     env["HF_HUB_OFFLINE"] = "1"
     # The editable installs point at this checkout; PYTHONPATH puts the clone's packages first.
-    sources = sorted([*clone.glob("libs/*/src"), *clone.glob("services/*/src"), clone / "cli" / "src"])
+    sources = sorted(
+        [*clone.glob("libs/*/src"), *clone.glob("services/*/src"), clone / "server" / "src", clone / "cli" / "src"]
+    )
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in sources)
     return env
 
