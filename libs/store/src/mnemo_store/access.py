@@ -17,6 +17,7 @@ place that reach becomes SQL (the predicate builder and every other read use it)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import asyncpg
 
@@ -24,7 +25,7 @@ from mnemo_platform import CallContext, NotFound, PermissionDenied, current_call
 from mnemo_store.params import Params
 from mnemo_store.workspaces import GLOBAL_WORKSPACE, WorkspaceRow, find_workspace
 
-Conn = asyncpg.Connection | asyncpg.Pool
+Conn: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
 
 @dataclass(frozen=True)
