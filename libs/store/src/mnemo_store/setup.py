@@ -81,7 +81,7 @@ async def prepare_database(
     except (OSError, asyncpg.PostgresError) as exc:
         raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
-        await check_server_version(conn)  # type: ignore[arg-type]
+        await check_server_version(conn)
         if migrate:
             await apply_migrations(conn)
             if embed_model is not None and embed_dimension is not None:
