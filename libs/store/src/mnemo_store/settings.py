@@ -43,6 +43,14 @@ class DatabaseSettings:
     def resolved_data_dir(self) -> Path:
         return Path(self.data_dir or default_data_dir()).expanduser()
 
+    def url_for(self, service: str) -> str:
+        """The external database a service run alone uses: only `mnemo up` starts an embedded one."""
+        if not self.url:
+            raise SettingsError(
+                f"MNEMO_DATABASE_URL is required for `mnemo serve {service}`; `mnemo up` starts an embedded PostgreSQL"
+            )
+        return self.url
+
     def validate(self) -> None:
         if self.pool_min > self.pool_max:
             raise SettingsError(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from mnemo_harvest.app import HarvestApp
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
-from mnemo_platform import SettingsError, load_all
+from mnemo_platform import load_all
 from mnemo_platform.config import ServiceAddresses
 from mnemo_platform.process import run_process
 from mnemo_store.settings import DatabaseSettings
@@ -18,12 +18,8 @@ def build(environ: Mapping[str, str] | None = None) -> HarvestApp:
     database, addresses, settings, summarizer, content = load_all(
         (DatabaseSettings, ServiceAddresses, HarvestSettings, SummarizerSettings, ContentSettings), environ
     )
-    if not database.url:
-        raise SettingsError(
-            "MNEMO_DATABASE_URL is required for `mnemo serve harvest`; `mnemo up` starts an embedded PostgreSQL"
-        )
     return HarvestApp(
-        dsn=database.url,
+        dsn=database.url_for("harvest"),
         address=addresses.listen(addresses.harvest),
         grace_s=addresses.grace_s,
         database=database,

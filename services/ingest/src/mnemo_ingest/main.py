@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest.app import IngestApp
 from mnemo_ingest.settings import IngestSettings
-from mnemo_platform import SettingsError, load_all
+from mnemo_platform import load_all
 from mnemo_platform.config import ServiceAddresses
 from mnemo_platform.process import run_process
 from mnemo_store.settings import DatabaseSettings
@@ -19,12 +19,8 @@ def build(environ: Mapping[str, str] | None = None) -> IngestApp:
     database, addresses, embedding, settings, trust, content = load_all(
         (DatabaseSettings, ServiceAddresses, EmbeddingSettings, IngestSettings, TrustSettings, ContentSettings), environ
     )
-    if not database.url:
-        raise SettingsError(
-            "MNEMO_DATABASE_URL is required for `mnemo serve ingest`; `mnemo up` starts an embedded PostgreSQL"
-        )
     return IngestApp(
-        dsn=database.url,
+        dsn=database.url_for("ingest"),
         address=addresses.listen(addresses.ingest),
         grace_s=addresses.grace_s,
         database=database,

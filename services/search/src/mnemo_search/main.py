@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping
 
 from mnemo_embed.settings import EmbeddingSettings
-from mnemo_platform import SettingsError, load_all
+from mnemo_platform import load_all
 from mnemo_platform.config import ServiceAddresses
 from mnemo_platform.process import run_process
 from mnemo_search.app import SearchApp
@@ -19,12 +19,8 @@ def build(environ: Mapping[str, str] | None = None) -> SearchApp:
     database, addresses, embedding, settings, trust = load_all(
         (DatabaseSettings, ServiceAddresses, EmbeddingSettings, SearchSettings, TrustSettings), environ
     )
-    if not database.url:
-        raise SettingsError(
-            "MNEMO_DATABASE_URL is required for `mnemo serve search`; `mnemo up` starts an embedded PostgreSQL"
-        )
     return SearchApp(
-        dsn=database.url,
+        dsn=database.url_for("search"),
         address=addresses.listen(addresses.search),
         grace_s=addresses.grace_s,
         database=database,
