@@ -2,12 +2,73 @@ import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class Agent(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AGENT_UNSPECIFIED: _ClassVar[Agent]
+    AGENT_CLAUDE_CODE: _ClassVar[Agent]
+    AGENT_CODEX: _ClassVar[Agent]
+    AGENT_OPENCODE: _ClassVar[Agent]
+    AGENT_PI: _ClassVar[Agent]
+
+class SourceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOURCE_STATE_UNSPECIFIED: _ClassVar[SourceState]
+    SOURCE_STATE_ACTIVE: _ClassVar[SourceState]
+    SOURCE_STATE_IDLE: _ClassVar[SourceState]
+    SOURCE_STATE_HARVESTED: _ClassVar[SourceState]
+    SOURCE_STATE_SKIPPED: _ClassVar[SourceState]
+    SOURCE_STATE_FAILED: _ClassVar[SourceState]
+
+class RunOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_OUTCOME_UNSPECIFIED: _ClassVar[RunOutcome]
+    RUN_OUTCOME_HARVESTED: _ClassVar[RunOutcome]
+    RUN_OUTCOME_NEW_VERSION: _ClassVar[RunOutcome]
+    RUN_OUTCOME_UNCHANGED: _ClassVar[RunOutcome]
+    RUN_OUTCOME_SKIPPED: _ClassVar[RunOutcome]
+    RUN_OUTCOME_FAILED: _ClassVar[RunOutcome]
+
+class SkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SKIP_REASON_UNSPECIFIED: _ClassVar[SkipReason]
+    SKIP_REASON_STILL_ACTIVE: _ClassVar[SkipReason]
+    SKIP_REASON_PAUSED: _ClassVar[SkipReason]
+    SKIP_REASON_SELF_CAPTURE: _ClassVar[SkipReason]
+    SKIP_REASON_EMPTY: _ClassVar[SkipReason]
+    SKIP_REASON_NO_WORKSPACE: _ClassVar[SkipReason]
+    SKIP_REASON_TOMBSTONED: _ClassVar[SkipReason]
+AGENT_UNSPECIFIED: Agent
+AGENT_CLAUDE_CODE: Agent
+AGENT_CODEX: Agent
+AGENT_OPENCODE: Agent
+AGENT_PI: Agent
+SOURCE_STATE_UNSPECIFIED: SourceState
+SOURCE_STATE_ACTIVE: SourceState
+SOURCE_STATE_IDLE: SourceState
+SOURCE_STATE_HARVESTED: SourceState
+SOURCE_STATE_SKIPPED: SourceState
+SOURCE_STATE_FAILED: SourceState
+RUN_OUTCOME_UNSPECIFIED: RunOutcome
+RUN_OUTCOME_HARVESTED: RunOutcome
+RUN_OUTCOME_NEW_VERSION: RunOutcome
+RUN_OUTCOME_UNCHANGED: RunOutcome
+RUN_OUTCOME_SKIPPED: RunOutcome
+RUN_OUTCOME_FAILED: RunOutcome
+SKIP_REASON_UNSPECIFIED: SkipReason
+SKIP_REASON_STILL_ACTIVE: SkipReason
+SKIP_REASON_PAUSED: SkipReason
+SKIP_REASON_SELF_CAPTURE: SkipReason
+SKIP_REASON_EMPTY: SkipReason
+SKIP_REASON_NO_WORKSPACE: SkipReason
+SKIP_REASON_TOMBSTONED: SkipReason
 
 class RunRequest(_message.Message):
     __slots__ = ("agent", "ignore_idle")
