@@ -7,6 +7,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import structlog
@@ -64,12 +65,12 @@ class LocalEmbedder:
         loaded: asyncio.Future = loop.create_future()
 
         def load() -> None:
+            result: Any = None
+            error: BaseException | None = None
             try:
-                model = self._load_sync()
+                result = self._load_sync()
             except BaseException as exc:
-                result, error = None, exc
-            else:
-                result, error = model, None
+                error = exc
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_settle, loaded, result, error)
 
@@ -85,7 +86,7 @@ class LocalEmbedder:
         self._readiness.done()
         log.info("embedder_ready", model=self.model, dimension=self.dimension)
 
-    def _load_sync(self):  # type: ignore[no-untyped-def]
+    def _load_sync(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

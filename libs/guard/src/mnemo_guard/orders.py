@@ -322,7 +322,7 @@ def _conditional(sen: _Sentence, m: re.Match[str]) -> bool:
         return False
     after = sen.text[condition.end() :]
     order = _CONDITIONAL_ORDER.search(after)
-    return bool(order) and not _RESPOND_WITH_STATUS.search(after, order.start())
+    return order is not None and not _RESPOND_WITH_STATUS.search(after, order.start())
 
 
 def _uses(sen: _Sentence, m: re.Match[str]) -> bool:

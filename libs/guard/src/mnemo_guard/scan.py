@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import AnyStr
 
 from mnemo_guard.normalize import ANCHOR_WORDS, View, fold_pattern
 
@@ -30,7 +31,7 @@ def compile_folded(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(fold_pattern(pattern), flags)
 
 
-def occurrences(low: str | bytes, needle: str | bytes, start: int = 0) -> Iterator[int]:
+def occurrences(low: AnyStr, needle: AnyStr, start: int = 0) -> Iterator[int]:
     """Every offset of `needle` in `low` (str.find runs in C; a regex scan would cost 20x more)."""
     i = low.find(needle, start)
     while i != -1:

@@ -29,14 +29,14 @@ class _CallDefaults:
 
 
 class _UnaryDefaults(_CallDefaults, grpc.aio.UnaryUnaryClientInterceptor):
-    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[override]
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
         return await continuation(self.details(client_call_details, self.timeout_s), request)
 
 
 class _StreamDefaults(_CallDefaults, grpc.aio.UnaryStreamClientInterceptor):
     # Streamed replies (a harvest run, a redaction rescan) need the principal just the same; their
     # deadline is the service config's per-method one (they run long), not the unary default.
-    async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[override]
+    async def intercept_unary_stream(self, continuation, client_call_details, request):
         return await continuation(self.details(client_call_details, None), request)
 
 

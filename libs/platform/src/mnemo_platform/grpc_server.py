@@ -50,7 +50,7 @@ def _interceptor(scope: Scope) -> type[grpc.aio.ServerInterceptor]:
         return handle
 
     class _Interceptor(grpc.aio.ServerInterceptor):
-        async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        async def intercept_service(self, continuation, handler_call_details):
             handler = await continuation(handler_call_details)
             method = handler_call_details.method
             if handler is not None and handler.unary_unary is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -62,5 +63,5 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 
-def _identity(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _identity(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     return event

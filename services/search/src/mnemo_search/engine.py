@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -135,7 +136,7 @@ class SearchEngine:
 
     # -- the search ---------------------------------------------------------------------------
 
-    async def _run_leg(self, name: str, leg, degraded: list[str]) -> LegResult | None:  # type: ignore[no-untyped-def]
+    async def _run_leg(self, name: str, leg: Awaitable[LegResult], degraded: list[str]) -> LegResult | None:
         """Runs a leg with a timeout; a failure is reported in `degraded`, never raised."""
         try:
             return await asyncio.wait_for(leg, timeout=self.settings.query_timeout_s)
@@ -226,7 +227,7 @@ class SearchEngine:
         self, text: str, hits: dict[uuid.UUID, tuple[LegHit | None, LegHit | None]]
     ) -> dict[uuid.UUID, str]:
         """The lexical leg's best chunk with matches highlighted, else the semantic leg's chunk."""
-        chunk_ids = {}
+        chunk_ids: dict[int, tuple[uuid.UUID, bool]] = {}
         for memory_id, (lexical, semantic) in hits.items():
             best = lexical or semantic
             if best is not None:
@@ -245,8 +246,8 @@ class SearchEngine:
             list(chunk_ids),
             any_term_query(terms),
         )
-        out = {}
+        out: dict[uuid.UUID, str] = {}
         for row in rows:
-            memory_id, lexical = chunk_ids[row["id"]]
-            out[memory_id] = row["headline"] if lexical else row["head"]
+            memory_id, highlighted = chunk_ids[row["id"]]
+            out[memory_id] = row["headline"] if highlighted else row["head"]
         return out

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from datetime import datetime
+from typing import TypeVar
+
+Item = TypeVar("Item", bound=Hashable)
 
 
-def fuse_rankings(
-    rankings: Mapping[str, Sequence[Hashable]], weights: Mapping[str, float], k: float
-) -> dict[Hashable, float]:
+def fuse_rankings(rankings: Mapping[str, Sequence[Item]], weights: Mapping[str, float], k: float) -> dict[Item, float]:
     """Reciprocal-rank fusion: each leg adds weight / (k + rank) for every item it ranked."""
-    fused: dict[Hashable, float] = {}
+    fused: dict[Item, float] = {}
     for leg, items in rankings.items():
         weight = weights.get(leg, 1.0)
         for rank, item in enumerate(items, start=1):

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import zstandard
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants, digest
+from mnemo_harvest.readers.fields import field_dict, field_str
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "codex"
@@ -164,7 +165,7 @@ class CodexReader:
             return cached[2]
         meta = _read_meta(path)
         name_id = _name_thread_id(path.name)
-        meta_id = meta.get("id") if isinstance(meta.get("id"), str) else None
+        meta_id = field_str(meta, "id", None)
         thread_id = meta_id or name_id
         rollout = None
         if thread_id:
@@ -391,7 +392,7 @@ def _build(parsed: _Parsed, thread_id: str, exclude: Counter[str] | None) -> Ses
     payload = meta.payload if meta is not None else {}
     session = Session(agent=AGENT, session_id=str(payload.get("id") or thread_id), source_path=parsed.path)
     session.malformed = list(parsed.malformed)
-    session.cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    session.cwd = field_str(payload, "cwd", None)
     git = payload.get("git")
     if isinstance(git, dict) and isinstance(git.get("branch"), str):
         session.git_branch = git["branch"]
@@ -413,7 +414,7 @@ def _build(parsed: _Parsed, thread_id: str, exclude: Counter[str] | None) -> Ses
 
     for record in records:
         kind, p = record.kind, record.payload
-        sub = p.get("type") if isinstance(p.get("type"), str) else None
+        sub = field_str(p, "type", None)
         if kind == "turn_context":
             if isinstance(p.get("model"), str):
                 session.model = p["model"]
@@ -449,12 +450,12 @@ def _build(parsed: _Parsed, thread_id: str, exclude: Counter[str] | None) -> Ses
                 skip(f"response_item:{sub}")
         elif kind == "event_msg":
             if sub == "user_message" and user_from_events:
-                text = _scrub(p.get("message")) if isinstance(p.get("message"), str) else ""
+                text = _scrub(field_str(p, "message"))
                 if text.strip():
                     _add_turn(session, "user", text, record)
                     pending.clear()
             elif sub == "agent_message" and not assistant_from_items:
-                text = _scrub(p.get("message")) if isinstance(p.get("message"), str) else ""
+                text = _scrub(field_str(p, "message"))
                 if text.strip():
                     _add_turn(session, "assistant", text, record)
             elif sub == "task_started":
@@ -536,11 +537,11 @@ def _command_stub(name: str, command: str) -> ToolCall:
 def _tool_call(payload: dict[str, Any]) -> ToolCall:
     kind = payload.get("type")
     if kind == "local_shell_call":
-        action = payload.get("action") if isinstance(payload.get("action"), dict) else {}
+        action = field_dict(payload, "action")
         return _command_stub("local_shell", _command_text(action.get("command", "")))
-    name = payload.get("name") if isinstance(payload.get("name"), str) else str(kind)
+    name = field_str(payload, "name", str(kind))
     if kind == "custom_tool_call":
-        body = payload.get("input") if isinstance(payload.get("input"), str) else ""
+        body = field_str(payload, "input")
         files = _patch_files(body)
         if files:
             return ToolCall(name=name, summary=one_line(", ".join(files)), files=files)
@@ -570,6 +571,6 @@ def _generic_stub(name: str, args: dict[str, Any]) -> ToolCall:
 
 
 def _web_search(payload: dict[str, Any]) -> ToolCall:
-    action = payload.get("action") if isinstance(payload.get("action"), dict) else {}
+    action = field_dict(payload, "action")
     target = action.get("query") or action.get("url") or action.get("type") or ""
     return ToolCall(name="web_search", summary=one_line(str(target)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants, digest
+from mnemo_harvest.readers.fields import field_dict, field_str
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "opencode"
@@ -128,7 +130,7 @@ class OpenCodeReader:
         errors: list[OSError] = []
         for db in self._databases():
             try:
-                rows = _with_db(db, lambda conn, db=db: _db_sessions(conn, db))
+                rows = _with_db(db, functools.partial(_db_sessions, path=db))
             except sqlite3.Error as exc:
                 errors.append(OSError(f"cannot read {db}: {exc}"))
                 continue
@@ -322,7 +324,7 @@ def _json_info(path: Path) -> _SessionInfo | None:
     data = _load_json(path)
     if not isinstance(data.get("id"), str):
         return None
-    times = data.get("time") if isinstance(data.get("time"), dict) else {}
+    times = field_dict(data, "time")
     return _SessionInfo(
         id=data["id"],
         parent_id=data.get("parentID") or None,
@@ -346,12 +348,12 @@ def _json_content(storage: Path, session_id: str) -> _Content:
     messages: list[tuple[int, str, _Message]] = []
     for path in sorted((storage / "message" / session_id).glob("*.json")):
         data = _load_json(path, content)
-        mid = data.get("id") if isinstance(data.get("id"), str) else path.stem
-        times = data.get("time") if isinstance(data.get("time"), dict) else {}
+        mid = field_str(data, "id", path.stem)
+        times = field_dict(data, "time")
         message = _Message(mid, data)
         for part_path in sorted((storage / "part" / path.stem).glob("*.json")):
             part = _load_json(part_path, content)
-            message.parts.append((part.get("id") if isinstance(part.get("id"), str) else part_path.stem, part))
+            message.parts.append((field_str(part, "id", part_path.stem), part))
         messages.append((_int(times.get("created")) or 0, mid, message))
     for _, mid, message in sorted(messages, key=lambda m: (m[0], m[1])):
         content.messages.append(message)
@@ -431,7 +433,7 @@ def _build(info: _SessionInfo, content: _Content) -> Session:
     for message in content.messages:
         data = message.data
         role = data.get("role")
-        times = data.get("time") if isinstance(data.get("time"), dict) else {}
+        times = field_dict(data, "time")
         stamp = _datetime(_int(times.get("created")))
         if role == "user":
             texts = []
@@ -458,7 +460,7 @@ def _build(info: _SessionInfo, content: _Content) -> Session:
                 if kind == "text" and not part.get("ignored"):
                     texts.append(_scrub(str(part.get("text") or "")))
                 elif kind == "tool":
-                    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+                    state = field_dict(part, "state")
                     tool_in_flight |= state.get("status") in ("pending", "running")
                     calls.append(_tool_call(part, state))
                 else:
@@ -481,7 +483,7 @@ def _scrub(text: str) -> str:
 def _tool_call(part: dict[str, Any], state: dict[str, Any]) -> ToolCall:
     """A stub from the tool's input; state.output, metadata and attachments are never read."""
     name = str(part.get("tool") or "tool")
-    args = state.get("input") if isinstance(state.get("input"), dict) else {}
+    args = field_dict(state, "input")
     files = [args[k] for k in _FILE_KEYS if isinstance(args.get(k), str)]
     patch = next((v for k, v in args.items() if k in ("patchText", "patch", "input") and isinstance(v, str)), "")
     files += [m.group(1) for m in _PATCH_FILE.finditer(patch)]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.readers.fields import field_str
 from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "pi"
@@ -92,7 +93,7 @@ class PiReader:
             else:
                 entries.append(value)
         session.session_id = _header_id(header) or ref.key
-        session.cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else None
+        session.cwd = field_str(header, "cwd", None)
         active = _active_branch(entries)
         _fill(session, header, entries, active)
         return session
@@ -153,7 +154,7 @@ def _fill(session: Session, header: dict[str, Any], entries: list[dict[str, Any]
     last_message: dict[str, Any] | None = None
     last_assistant: dict[str, Any] | None = None
     for entry in active:
-        kind = entry.get("type") if isinstance(entry.get("type"), str) else "<none>"
+        kind = field_str(entry, "type", "<none>")
         if kind == "session_info":
             name = entry.get("name")
             if isinstance(name, str) and name.strip():
@@ -188,7 +189,7 @@ def _fill(session: Session, header: dict[str, Any], entries: list[dict[str, Any]
             session.turns.append(Turn(role="user", text="", tool_calls=[call], timestamp=stamp))
         else:
             session.skipped_records[f"message:{role if isinstance(role, str) else '<none>'}"] += 1
-    header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
+    header_model = field_str(header, "modelId", None)
     session.model = (models.most_common(1)[0][0] if models else None) or last_model_change or header_model
     session.last_turn_closed = _closed(last_message, last_assistant)
 
