@@ -1,6 +1,6 @@
 """Pluggable text embedders for Mnemo and the chunker that fits text to their window."""
 
-from mnemo_embed.base import Embedder, EmbedderUnavailable, Readiness
+from mnemo_embed.base import Embedder, EmbedderBase, EmbedderUnavailable, Readiness
 from mnemo_embed.chunking import Chunk, chunk_text
 from mnemo_embed.factory import build_embedder
 from mnemo_embed.hashing import HashEmbedder
@@ -9,6 +9,7 @@ from mnemo_embed.openai import OpenAIEmbedder
 __all__ = [
     "Chunk",
     "Embedder",
+    "EmbedderBase",
     "EmbedderUnavailable",
     "HashEmbedder",
     "OpenAIEmbedder",

@@ -88,3 +88,22 @@ class Readiness:
         """Raises EmbedderUnavailable unless ready."""
         if self.state != "ready":
             raise EmbedderUnavailable(f"embedder {self.state}")
+
+
+class EmbedderBase:
+    """The lifecycle every embedder shares. One that loads something overrides start() and settles
+    the readiness itself; one with nothing to load is ready as soon as it is started."""
+
+    def __init__(self) -> None:
+        self._readiness = Readiness()
+
+    def start(self) -> None:
+        if self._readiness.begin():
+            self._readiness.done()
+
+    @property
+    def state(self) -> str:
+        return self._readiness.state
+
+    async def wait_ready(self) -> None:
+        await self._readiness.wait()

@@ -7,34 +7,23 @@ import re
 
 import numpy as np
 
-from mnemo_embed.base import Readiness
+from mnemo_embed.base import EmbedderBase
 
 _WORD = re.compile(r"\w+")
 
 
-class HashEmbedder:
+class HashEmbedder(EmbedderBase):
     """Same text, same vector; shared words pull vectors together. No model, no meaning."""
 
     max_tokens = 256
 
     def __init__(self, dimension: int = 64) -> None:
+        super().__init__()
         self.dimension = dimension
         self.model = f"hash-v1-{dimension}"
-        self._readiness = Readiness()
 
     def count_tokens(self, text: str) -> int:
         return len(_WORD.findall(text))
-
-    def start(self) -> None:
-        if self._readiness.begin():
-            self._readiness.done()
-
-    @property
-    def state(self) -> str:
-        return self._readiness.state
-
-    async def wait_ready(self) -> None:
-        await self._readiness.wait()
 
     async def embed(self, texts: list[str]) -> list[np.ndarray]:
         self._readiness.check()

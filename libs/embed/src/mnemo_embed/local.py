@@ -13,7 +13,7 @@ import numpy as np
 import structlog
 from tokenizers import Tokenizer
 
-from mnemo_embed.base import EmbedderUnavailable, Readiness
+from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
 
 log = structlog.get_logger("mnemo.embed")
 
@@ -31,10 +31,11 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-class LocalEmbedder:
+class LocalEmbedder(EmbedderBase):
     """Reads dimension, window and tokenizer from the model directory at once; loads torch later."""
 
     def __init__(self, model_dir: str = "", batch_size: int = 32) -> None:
+        super().__init__()
         self.path = Path(model_dir) if model_dir else bundled_model_dir()
         if not (self.path / "tokenizer.json").exists():
             raise FileNotFoundError(f"{self.path} is not a sentence-transformers model directory")
@@ -47,7 +48,6 @@ class LocalEmbedder:
         self._tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
-        self._readiness = Readiness()
         self._st_model = None
         # Fast tokenizers refuse concurrent use from threads ("Already borrowed"): one encode at a time.
         self._lock = threading.Lock()
@@ -95,13 +95,6 @@ class LocalEmbedder:
         model = SentenceTransformer(str(self.path), device="cpu")
         model.encode(["warm up"], show_progress_bar=False)
         return model
-
-    @property
-    def state(self) -> str:
-        return self._readiness.state
-
-    async def wait_ready(self) -> None:
-        await self._readiness.wait()
 
     async def embed(self, texts: list[str]) -> list[np.ndarray]:
         self._readiness.check()

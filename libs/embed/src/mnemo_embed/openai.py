@@ -14,7 +14,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from mnemo_embed.base import EmbedderUnavailable, Readiness
+from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
 
 log = structlog.get_logger("mnemo.embed")
 
@@ -27,8 +27,11 @@ def _retryable(exc: BaseException) -> bool:
     return False
 
 
-class OpenAIEmbedder:
-    """POSTs batches to `<url>/embeddings`; vectors are normalised to unit length."""
+class OpenAIEmbedder(EmbedderBase):
+    """POSTs batches to `<url>/embeddings`; vectors are normalised to unit length.
+
+    Nothing to load locally: it is ready once started; reachability is checked and reported per call.
+    """
 
     def __init__(
         self,
@@ -39,6 +42,7 @@ class OpenAIEmbedder:
         api_key: str = "",
         timeout_s: float = 30.0,
     ) -> None:
+        super().__init__()
         self.url = url.rstrip("/")
         self.model = model
         self.dimension = dimension
@@ -46,24 +50,11 @@ class OpenAIEmbedder:
         self.timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout_s)
-        self._readiness = Readiness()
 
     def count_tokens(self, text: str) -> int:
         # Without the remote tokenizer, over-estimate: BPE tokenizers average ~4 bytes a token
         # on English, so bytes/3 keeps chunks inside the window rather than truncated.
         return math.ceil(len(text.encode("utf-8")) / 3)
-
-    def start(self) -> None:
-        # Nothing to load locally; reachability is checked by each call and reported per call.
-        if self._readiness.begin():
-            self._readiness.done()
-
-    @property
-    def state(self) -> str:
-        return self._readiness.state
-
-    async def wait_ready(self) -> None:
-        await self._readiness.wait()
 
     async def embed(self, texts: list[str]) -> list[np.ndarray]:
         self._readiness.check()

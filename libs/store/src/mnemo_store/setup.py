@@ -14,14 +14,19 @@ from mnemo_store.migrations import apply_migrations, pending_migrations
 log = structlog.get_logger("mnemo.store")
 
 
-async def _connect(dsn: str, wait_s: float) -> asyncpg.Connection:
-    # A pod may start before its database; wait a while rather than crash-loop at once.
-    async for attempt in AsyncRetrying(
+def _patiently(wait_s: float, condition: type[Exception]) -> AsyncRetrying:
+    """Retries while `condition` is raised, backing off, for up to wait_s seconds; then re-raises it."""
+    return AsyncRetrying(
         stop=stop_after_delay(wait_s),
         wait=wait_random_exponential(multiplier=0.2, max=3),
-        retry=retry_if_exception_type(OSError),
+        retry=retry_if_exception_type(condition),
         reraise=True,
-    ):
+    )
+
+
+async def _connect(dsn: str, wait_s: float) -> asyncpg.Connection:
+    # A pod may start before its database; wait a while rather than crash-loop at once.
+    async for attempt in _patiently(wait_s, OSError):
         with attempt:
             return await asyncpg.connect(dsn)
     raise AssertionError("unreachable")
@@ -45,12 +50,7 @@ async def _wait_for_schema(
             raise _SchemaBehind("the embedding space is not recorded yet")
 
     try:
-        async for attempt in AsyncRetrying(
-            stop=stop_after_delay(wait_s),
-            wait=wait_random_exponential(multiplier=0.2, max=3),
-            retry=retry_if_exception_type(_SchemaBehind),
-            reraise=True,
-        ):
+        async for attempt in _patiently(wait_s, _SchemaBehind):
             with attempt:
                 await ready()
     except _SchemaBehind as exc:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.readers.fields import field_str
 from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "claude-code"
@@ -588,8 +589,7 @@ def tool_stub(name: str, args: Any, cwd: str | None) -> ToolCall:
     args = args if isinstance(args, dict) else {}
 
     def arg(key: str) -> str:
-        value = args.get(key)
-        return value if isinstance(value, str) else ""
+        return field_str(args, key)
 
     files = tuple(
         args[k]

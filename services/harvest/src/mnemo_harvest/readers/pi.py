@@ -243,8 +243,7 @@ def tool_stub(name: str, args: Any, cwd: str | None) -> ToolCall:
     args = args if isinstance(args, dict) else {}
 
     def arg(key: str) -> str:
-        value = args.get(key)
-        return value if isinstance(value, str) else ""
+        return field_str(args, key)
 
     files = tuple(
         args[k]
