@@ -142,11 +142,17 @@ async def test_list_applies_the_filter(hash_clients: Clients, scoped: dict) -> N
 async def test_global_memories_are_read_by_every_workspace(hash_clients: Clients, scoped: dict) -> None:
     # A word no other test uses: the global scope is shared by every workspace of the session.
     note = await hash_clients.write("global", "Always use the okapiconvention for user-wide settings.")
-    for workspace in (scoped["ws"].id, scoped["other"].id):
-        found = ids(await hash_clients.find(workspace, "okapiconvention", mode="lexical"))
-        assert note.id in found
-    other_found = ids(await hash_clients.find(scoped["other"].id, "zebra", mode="lexical"))
-    assert scoped["first"] not in other_found and scoped["foreign"] in other_found
+    try:
+        for workspace in (scoped["ws"].id, scoped["other"].id):
+            found = ids(await hash_clients.find(workspace, "okapiconvention", mode="lexical"))
+            assert note.id in found
+        other_found = ids(await hash_clients.find(scoped["other"].id, "zebra", mode="lexical"))
+        assert scoped["first"] not in other_found and scoped["foreign"] in other_found
+    finally:
+        # Global is read by every workspace of the session: leave nothing in it for other tests to count.
+        await hash_clients.ingest.PurgeMemory(
+            ingest_pb.PurgeMemoryRequest(workspace="global", id=note.id, reason="test cleanup", force=True)
+        )
 
 
 async def test_limits_are_bounded_and_negative_ones_refused(hash_clients: Clients, scoped: dict) -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -25,22 +22,30 @@ from mnemo_platform import (
     enum_value,
 )
 from mnemo_search.engine import LegHit, SearchEngine
+from mnemo_search.requests import (
+    MAX_QUERY_CHARS,
+    event_cursor,
+    in_workspace,
+    limit,
+    memory_cursor,
+    memory_token,
+    no_nul,
+    read_scope,
+)
 from mnemo_search.settings import SearchSettings
 from mnemo_store import (
-    CONTENT_JOIN,
-    MEMORY_COLUMNS,
     VISIBLE_STATUSES,
     Params,
     Reach,
     Scope,
     WorkspaceRow,
     authenticate,
-    build_scope,
     caller_reach,
     list_tokens,
     list_workspaces,
     reach_in,
     read_embedding_space,
+    reads,
     require_everywhere,
     resolve_for_read,
     tombstones,
@@ -51,7 +56,6 @@ from mnemo_store import memories as db
 from mnemo_wire import (
     TrustSettings,
     audit_message,
-    from_timestamp,
     memory_message,
     parse_memory_id,
     timestamp,
@@ -59,64 +63,7 @@ from mnemo_wire import (
     workspace_message,
 )
 
-MAX_QUERY_CHARS = 32 * 1024
-
-
-def _no_nul(value: str, field: str) -> str:
-    if "\x00" in value:
-        raise InvalidArgument(f"{field} contains NUL bytes (U+0000)")
-    return value
-
-
-def read_scope(message: common_pb2.MemoryFilter | None, options: common_pb2.ReadOptions | None) -> Scope:
-    """The request's filter and read options as a scope, checked before anything is read.
-
-    The workspaces come later (in_workspace), once the workspace is resolved.
-    """
-    scope = Scope(reach=Reach(None))
-    if message is not None:
-        kinds = []
-        for kind in message.kinds:
-            try:
-                label = enum_label(common_pb2.MemoryKind, kind)
-            except ValueError:
-                label = ""
-            if not label:
-                raise InvalidArgument(f"filter kind {kind} is not a known kind")
-            kinds.append(label)
-        scope = replace(
-            scope,
-            kinds=kinds,
-            tags=[_no_nul(tag, "filter tag") for tag in message.tags],
-            created_after=from_timestamp(message.created_after, message.HasField("created_after")),
-            created_before=from_timestamp(message.created_before, message.HasField("created_before")),
-            updated_after=from_timestamp(message.updated_after, message.HasField("updated_after")),
-            updated_before=from_timestamp(message.updated_before, message.HasField("updated_before")),
-        )
-    if options is not None:
-        scope = replace(
-            scope,
-            include_history=options.include_history,
-            as_of=from_timestamp(options.as_of, options.HasField("as_of")),
-            valid_at=from_timestamp(options.valid_at, options.HasField("valid_at")),
-        )
-    return scope
-
-
 EVERY_WORKSPACE = "every workspace (admin)"
-
-
-def in_workspace(scope: Scope, ws: WorkspaceRow) -> Scope:
-    """Narrows a scope to what a read inside `ws` sees (the access module's rule: the workspace and global)."""
-    return replace(scope, reach=reach_in(ws))
-
-
-def _options(request: Any) -> common_pb2.ReadOptions | None:
-    return request.options if request.HasField("options") else None
-
-
-def _filter(request: Any) -> common_pb2.MemoryFilter | None:
-    return request.filter if request.HasField("filter") else None
 
 
 def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
@@ -134,19 +81,17 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         self.engine = SearchEngine(pool, embedder, settings, self.trust)
 
     def _limit(self, value: int, field: str) -> int:
-        if value < 0:
-            raise InvalidArgument(f"{field} must not be negative; got {value}")
-        return min(value or self.settings.default_limit, self.settings.max_limit)
+        return limit(value, field, self.settings.default_limit, self.settings.max_limit)
 
     async def Search(self, request: pb.SearchRequest, context: Any) -> pb.SearchResponse:
-        text = _no_nul(request.query, "query")
+        text = no_nul(request.query, "query")
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidArgument(f"query is {len(text)} characters; at most {MAX_QUERY_CHARS}")
         limit = self._limit(request.limit, "limit")
         mode = enum_label(pb.SearchMode, request.mode) if request.mode else "hybrid"
         if not mode:
             raise InvalidArgument(f"mode {request.mode} is not a known search mode")
-        scope = read_scope(_filter(request), _options(request))
+        scope = read_scope(request)
         if request.workspace.strip() == ALL_WORKSPACES:
             outcome = await self.engine.search(
                 replace(scope, reach=require_everywhere("searching every workspace")), text, mode, limit
@@ -182,29 +127,16 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context: Any) -> pb.GetMemoryResponse:
         memory_id = parse_memory_id(request.id)
-        scope = read_scope(None, _options(request))
+        scope = read_scope(request)
         ws = await resolve_for_read(self.pool, request.workspace)
-        params = Params()
-        wanted = params.bind(memory_id)
-        scoped = build_scope(in_workspace(scope, ws), params, memory="m")
-        row = await self.pool.fetchrow(
-            f"SELECT {MEMORY_COLUMNS}, v.content FROM {scoped.source} {CONTENT_JOIN} "
-            f"WHERE m.id = {wanted} AND {scoped.where}",
-            *params.values,
-        )
+        row = await reads.read_memory(self.pool, in_workspace(scope, ws), memory_id, with_content=True)
         if row is None:
             raise NotFound(await self._why_not_found(ws, memory_id, scope))
         return pb.GetMemoryResponse(memory=memory_message(row, with_content=True, trust=self.trust))
 
     async def _why_not_found(self, ws: WorkspaceRow, memory_id: uuid.UUID, scope: Scope) -> str:
         """Within what the caller reads, say why a memory is not readable; elsewhere, nothing."""
-        params = Params()
-        wanted = params.bind(memory_id)
-        row = await self.pool.fetchrow(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = {wanted} "
-            f"AND {workspace_clause(reach_in(ws), params, 'm.workspace_id')}",
-            *params.values,
-        )
+        row = await reads.memory_within(self.pool, reach_in(ws), memory_id)
         if row is None:
             if await tombstones.purged_at(self.pool, memory_id, ws.id) is not None:
                 return f"memory {memory_id} was purged; nothing of it remains"
@@ -221,26 +153,12 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context: Any) -> pb.ListMemoriesResponse:
         size = self._limit(request.page_size, "page_size")
-        scope = read_scope(_filter(request), _options(request))
-        cursor = _decode_token(request.page_token) if request.page_token else None
+        scope = read_scope(request)
+        cursor = memory_cursor(request.page_token)
         ws = await resolve_for_read(self.pool, request.workspace)
-        params = Params()
-        scoped = build_scope(in_workspace(scope, ws), params, memory="m")
-        after = ""
-        if cursor is not None:
-            updated_at, last_id = cursor
-            after = f"AND (m.updated_at, m.id) < ({params.bind(updated_at)}, {params.bind(last_id)}::uuid)"
-        rows = await self.pool.fetch(
-            f"""
-            SELECT {MEMORY_COLUMNS} FROM {scoped.source}
-            WHERE {scoped.where} {after}
-            ORDER BY m.updated_at DESC, m.id DESC
-            LIMIT {params.bind(size + 1)}
-            """,
-            *params.values,
-        )
+        rows = await reads.list_memories(self.pool, in_workspace(scope, ws), size + 1, cursor)
         page, more = rows[:size], len(rows) > size
-        token = _encode_token(page[-1]["updated_at"], str(page[-1]["id"])) if more else ""
+        token = memory_token(page[-1]["updated_at"], str(page[-1]["id"])) if more else ""
         return pb.ListMemoriesResponse(
             memories=[memory_message(r, trust=self.trust) for r in page], next_page_token=token
         )
@@ -248,25 +166,15 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
     async def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
         memory_id = parse_memory_id(request.id)
         ws = await resolve_for_read(self.pool, request.workspace)
-        params = Params()
-        wanted = params.bind(memory_id)
         everything = Scope(reach=reach_in(ws), include_history=True)
-        scoped = build_scope(everything, params, memory="m")
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(
-                f"SELECT {MEMORY_COLUMNS} FROM {scoped.source} WHERE m.id = {wanted} AND {scoped.where}",
-                *params.values,
-            )
+            row = await reads.read_memory(conn, everything, memory_id, with_content=False)
             if row is None:
                 raise NotFound(await self._why_not_found(ws, memory_id, everything))
             versions = await db.versions_of(conn, memory_id)
             states = await db.states_of(conn, memory_id)
-            events = await conn.fetch(
-                "SELECT * FROM audit_events WHERE workspace_id = $2 AND (memory_id = $1 OR details->>'successor' = $3) "
-                "ORDER BY id",
-                memory_id,
-                row["workspace_id"],
-                str(memory_id),
+            events = await reads.audit_events(
+                conn, Reach((row["workspace_id"],)), memory_id=memory_id, newest_first=False
             )
         return pb.GetHistoryResponse(
             memory=memory_message(row, trust=self.trust),
@@ -301,32 +209,18 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
     async def ListAuditEvents(self, request: pb.ListAuditEventsRequest, context: Any) -> pb.ListAuditEventsResponse:
         size = self._limit(request.page_size, "page_size")
         memory_id = parse_memory_id(request.memory_id) if request.memory_id else None
-        before = None
-        if request.page_token:
-            try:
-                before = int(request.page_token)
-                if not 0 < before < 2**63:
-                    raise ValueError("out of range")
-            except ValueError:
-                raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
+        before = event_cursor(request.page_token)
         ws = await resolve_for_read(self.pool, request.workspace)
         if memory_id is not None and not await tombstones.ever_in(self.pool, memory_id, ws.id):
             # A purged memory keeps its events (and its tombstone); one that never was here has none.
             raise NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
-        params = Params()
-        clauses = [workspace_clause(Reach((ws.id,)), params, "workspace_id")]
-        if memory_id is not None:
-            clauses.append(
-                f"(memory_id = {params.bind(memory_id)} OR details->>'successor' = {params.bind(str(memory_id))})"
-            )
-        if before is not None:
-            clauses.append(f"id < {params.bind(before)}")
-        if not current_call().all_workspaces:
-            # Token events live in global's chain and name other workspaces' principals and ids.
-            clauses.append("action NOT LIKE 'token\\_%'")
-        rows = await self.pool.fetch(
-            f"SELECT * FROM audit_events WHERE {' AND '.join(clauses)} ORDER BY id DESC LIMIT {params.bind(size + 1)}",
-            *params.values,
+        rows = await reads.audit_events(
+            self.pool,
+            Reach((ws.id,)),
+            size + 1,
+            memory_id=memory_id,
+            before=before,
+            token_events=current_call().all_workspaces,
         )
         page, more = rows[:size], len(rows) > size
         return pb.ListAuditEventsResponse(
@@ -386,45 +280,12 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             space = await read_embedding_space(conn)
             if space:
                 response.embedding_model, response.embedding_dimension = space
-            params = Params()
-            scoped = build_scope(Scope(reach=reach), params, memory="m")
-            where_c = workspace_clause(reach, params, "c.workspace_id")
-            row = await conn.fetchrow(
-                f"""
-                SELECT
-                  (SELECT count(*) FROM {scoped.source} WHERE {scoped.where}) AS memories,
-                  (SELECT count(*) FILTER (WHERE embed_status = 'pending') FROM chunks c WHERE {where_c}) AS pending,
-                  (SELECT count(*) FILTER (WHERE embed_status = 'embedded') FROM chunks c WHERE {where_c}) AS embedded,
-                  (SELECT count(*) FILTER (WHERE embed_status = 'failed') FROM chunks c WHERE {where_c}) AS failed,
-                  (SELECT min(created_at) FROM chunks c WHERE embed_status = 'pending' AND {where_c}) AS oldest,
-                  (SELECT embed_error FROM chunks c WHERE embed_error IS NOT NULL AND {where_c}
-                    ORDER BY embed_after DESC LIMIT 1) AS last_error
-                """,
-                *params.values,
-            )
-        response.memories = row["memories"]
-        response.chunks_pending = row["pending"]
-        response.chunks_embedded = row["embedded"]
-        response.chunks_failed = row["failed"]
-        response.last_error = row["last_error"] or ""
-        if row["oldest"] is not None:
-            response.oldest_pending_at.CopyFrom(timestamp(row["oldest"]))
+            counts = await reads.count_within(conn, reach)
+        response.memories = counts.memories
+        response.chunks_pending = counts.pending
+        response.chunks_embedded = counts.embedded
+        response.chunks_failed = counts.failed
+        response.last_error = counts.last_error
+        if counts.oldest_pending is not None:
+            response.oldest_pending_at.CopyFrom(timestamp(counts.oldest_pending))
         return response
-
-
-def _encode_token(updated_at: datetime, memory_id: str) -> str:
-    raw = json.dumps({"u": updated_at.isoformat(), "i": memory_id}).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_token(token: str) -> tuple[datetime, str]:
-    try:
-        padded = token + "=" * (-len(token) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        updated_at = datetime.fromisoformat(data["u"])
-        if updated_at.tzinfo is None:
-            raise ValueError("naive timestamp")
-        # In UTC, inside the try: a crafted offset can push the instant out of PostgreSQL's range.
-        return updated_at.astimezone(UTC), str(parse_memory_id(data["i"]))
-    except (ValueError, KeyError, TypeError, UnicodeError, OverflowError, InvalidArgument):
-        raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None

@@ -1,0 +1,138 @@
+"""The read side's SQL: every statement scoped by the one predicate builder or the access module's clause.
+
+Search (the only reader) calls these; each takes a Scope or a Reach the access module produced, so
+no read here can see past the caller's workspaces.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeAlias
+
+import asyncpg
+
+from mnemo_store.access import Reach, workspace_clause
+from mnemo_store.memories import CONTENT_JOIN, MEMORY_COLUMNS
+from mnemo_store.params import Params
+from mnemo_store.predicates import Scope, build_scope
+
+Reader: TypeAlias = asyncpg.Connection | asyncpg.Pool
+
+
+async def read_memory(conn: Reader, scope: Scope, memory_id: uuid.UUID, with_content: bool) -> asyncpg.Record | None:
+    """The memory as the scope sees it (its current or as-of version); None when the scope does not see it."""
+    params = Params()
+    wanted = params.bind(memory_id)
+    scoped = build_scope(scope, params, memory="m")
+    content = (", v.content", CONTENT_JOIN) if with_content else ("", "")
+    return await conn.fetchrow(
+        f"SELECT {MEMORY_COLUMNS}{content[0]} FROM {scoped.source} {content[1]} "
+        f"WHERE m.id = {wanted} AND {scoped.where}",
+        *params.values,
+    )
+
+
+async def memory_within(conn: Reader, reach: Reach, memory_id: uuid.UUID) -> asyncpg.Record | None:
+    """The memory's row whatever its status, time or deletion, if it is within `reach` (to say why it is hidden)."""
+    params = Params()
+    wanted = params.bind(memory_id)
+    return await conn.fetchrow(
+        f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = {wanted} "
+        f"AND {workspace_clause(reach, params, 'm.workspace_id')}",
+        *params.values,
+    )
+
+
+async def list_memories(
+    conn: Reader, scope: Scope, limit: int, after: tuple[datetime, str] | None
+) -> list[asyncpg.Record]:
+    """Up to `limit` memories, most recently updated first, after the (updated_at, id) cursor if given."""
+    params = Params()
+    scoped = build_scope(scope, params, memory="m")
+    cursor = ""
+    if after is not None:
+        cursor = f"AND (m.updated_at, m.id) < ({params.bind(after[0])}, {params.bind(after[1])}::uuid)"
+    return await conn.fetch(
+        f"""
+        SELECT {MEMORY_COLUMNS} FROM {scoped.source}
+        WHERE {scoped.where} {cursor}
+        ORDER BY m.updated_at DESC, m.id DESC
+        LIMIT {params.bind(limit)}
+        """,
+        *params.values,
+    )
+
+
+def _of_memory(params: Params, memory_id: uuid.UUID) -> str:
+    # A memory's events include those of the memory that superseded it (they name it as successor).
+    return f"(memory_id = {params.bind(memory_id)} OR details->>'successor' = {params.bind(str(memory_id))})"
+
+
+async def audit_events(
+    conn: Reader,
+    reach: Reach,
+    limit: int | None = None,
+    memory_id: uuid.UUID | None = None,
+    before: int | None = None,
+    token_events: bool = True,
+    newest_first: bool = True,
+) -> list[asyncpg.Record]:
+    """Audit events within `reach`, for one memory if given, below event id `before` if given; all if no limit."""
+    params = Params()
+    clauses = [workspace_clause(reach, params, "workspace_id")]
+    if memory_id is not None:
+        clauses.append(_of_memory(params, memory_id))
+    if before is not None:
+        clauses.append(f"id < {params.bind(before)}")
+    if not token_events:
+        # Token events live in global's chain and name other workspaces' principals and ids.
+        clauses.append("action NOT LIKE 'token\\_%'")
+    order = "DESC" if newest_first else "ASC"
+    bounded = f"LIMIT {params.bind(limit)}" if limit is not None else ""
+    return await conn.fetch(
+        f"SELECT * FROM audit_events WHERE {' AND '.join(clauses)} ORDER BY id {order} {bounded}",
+        *params.values,
+    )
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What GetStatus reports of the memories and chunks within a reach."""
+
+    memories: int
+    pending: int
+    embedded: int
+    failed: int
+    oldest_pending: datetime | None
+    last_error: str
+
+
+async def count_within(conn: Reader, reach: Reach) -> Counts:
+    """Visible memories and chunk embedding states within `reach`, as every other read counts them."""
+    params = Params()
+    scoped = build_scope(Scope(reach=reach), params, memory="m")
+    where_c = workspace_clause(reach, params, "c.workspace_id")
+    row = await conn.fetchrow(
+        f"""
+        SELECT
+          (SELECT count(*) FROM {scoped.source} WHERE {scoped.where}) AS memories,
+          (SELECT count(*) FILTER (WHERE embed_status = 'pending') FROM chunks c WHERE {where_c}) AS pending,
+          (SELECT count(*) FILTER (WHERE embed_status = 'embedded') FROM chunks c WHERE {where_c}) AS embedded,
+          (SELECT count(*) FILTER (WHERE embed_status = 'failed') FROM chunks c WHERE {where_c}) AS failed,
+          (SELECT min(created_at) FROM chunks c WHERE embed_status = 'pending' AND {where_c}) AS oldest,
+          (SELECT embed_error FROM chunks c WHERE embed_error IS NOT NULL AND {where_c}
+            ORDER BY embed_after DESC LIMIT 1) AS last_error
+        """,
+        *params.values,
+    )
+    assert row is not None  # an aggregate always returns its one row
+    return Counts(
+        memories=row["memories"],
+        pending=row["pending"],
+        embedded=row["embedded"],
+        failed=row["failed"],
+        oldest_pending=row["oldest"],
+        last_error=row["last_error"] or "",
+    )
