@@ -1,11 +1,18 @@
-"""The committed generated code is exactly what protos/ generates (temporalio's stale-code check)."""
+"""The committed generated code is exactly what protos/ generates (temporalio's stale-code check), and the
+protos follow the house rules: every element documented, every RPC's idempotency declared."""
 
 from __future__ import annotations
 
 import filecmp
+import importlib
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+
+from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.descriptor_pb2 import MethodOptions
+from grpc_health.v1 import health_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "libs" / "protos" / "src"
@@ -48,3 +55,36 @@ def test_every_message_and_field_is_documented() -> None:
                 if not comment.startswith(f"// {name.split('(')[0]} "):
                     missing.append(f"{proto.name}:{i + 1}: {stripped}")
     assert missing == []
+
+
+# The RPCs whose idempotency is declared IDEMPOTENCY_UNKNOWN on purpose: a client channel never retries them.
+DELIBERATELY_UNKNOWN = {
+    "mnemo.ingest.v1.IngestService.WriteMemory": "without an idempotency_key (or a source_uri) a repeat stores twice",
+    "mnemo.ingest.v1.IngestService.CreateToken": "a repeat mints a second live token whose secret reaches nobody",
+}
+
+
+def _rpcs() -> dict[str, MethodDescriptor]:
+    """Every RPC of every proto under protos/, from the committed generated modules."""
+    rpcs = {}
+    for proto in sorted((ROOT / "protos").rglob("*.proto")):
+        module_name = ".".join(proto.relative_to(ROOT / "protos").with_suffix("").parts) + "_pb2"
+        for service in importlib.import_module(module_name).DESCRIPTOR.services_by_name.values():
+            rpcs.update({method.full_name: method for method in service.methods})
+    return rpcs
+
+
+def _undeclared(methods: Iterable[MethodDescriptor]) -> list[str]:
+    return sorted(m.full_name for m in methods if not m.GetOptions().HasField("idempotency_level"))
+
+
+def test_every_rpc_declares_its_idempotency_level() -> None:
+    rpcs = _rpcs()
+    assert len(rpcs) >= 27, sorted(rpcs)  # positive control: every service's RPCs are found
+    assert _undeclared(rpcs.values()) == [], "declare `option idempotency_level = …;` on these RPCs"
+    level = {name: m.GetOptions().idempotency_level for name, m in rpcs.items()}
+    unknown = {name for name, declared in level.items() if declared == MethodOptions.IDEMPOTENCY_UNKNOWN}
+    assert unknown == set(DELIBERATELY_UNKNOWN), "an RPC left IDEMPOTENCY_UNKNOWN must be listed here with the reason"
+    # Positive control: an RPC that declares nothing (the health check) is caught.
+    check = health_pb2.DESCRIPTOR.services_by_name["Health"].methods_by_name["Check"]
+    assert _undeclared([check]) == ["grpc.health.v1.Health.Check"]

@@ -1,6 +1,7 @@
-"""The least role of every RPC, declared once and checked against the services: a role below it is refused with
-PERMISSION_DENIED naming the role, the role itself gets past the check. The RPCs are enumerated from the proto
-descriptors, so a new RPC (deciding review proposals, say) without a declared role fails the suite."""
+"""The least role every RPC declares in its proto (`mnemo.common.v1.least_role`), checked against the running
+services: a role below it is refused with PERMISSION_DENIED naming the role and the declared action, the role itself
+gets past the check. The RPCs and their roles are read from the proto descriptors, so a new RPC is covered as soon as
+it exists, and one without a declared role fails the suite."""
 
 from __future__ import annotations
 
@@ -14,44 +15,17 @@ import pytest
 from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
+from mnemo.common.v1 import options_pb2
 from mnemo.harvest.v1 import harvest_service_pb2 as hpb
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
+from mnemo_platform import enum_label
 from mnemo_platform.context import ROLES, CallContext
 from mnemo_server.stack import Stack
 from tests.helpers import Postgres, start_stack
 
 WORKSPACE = "roles"
-LEAST_ROLE = {
-    "mnemo.search.v1.SearchService.Search": "agent",
-    "mnemo.search.v1.SearchService.GetMemory": "agent",
-    "mnemo.search.v1.SearchService.ListMemories": "agent",
-    "mnemo.search.v1.SearchService.ListWorkspaces": "agent",
-    "mnemo.search.v1.SearchService.ResolveWorkspace": "agent",
-    "mnemo.search.v1.SearchService.GetStatus": "agent",
-    "mnemo.search.v1.SearchService.GetHistory": "agent",
-    "mnemo.search.v1.SearchService.ListAuditEvents": "agent",
-    "mnemo.search.v1.SearchService.VerifyAudit": "agent",
-    "mnemo.search.v1.SearchService.Authenticate": "admin",  # the gateway's own call, as the system principal
-    "mnemo.search.v1.SearchService.ListTokens": "admin",
-    "mnemo.ingest.v1.IngestService.WriteMemory": "agent",
-    "mnemo.ingest.v1.IngestService.UpdateMemory": "agent",
-    "mnemo.ingest.v1.IngestService.AddWorkspace": "admin",
-    "mnemo.ingest.v1.IngestService.SupersedeMemory": "agent",
-    "mnemo.ingest.v1.IngestService.RetractMemory": "agent",
-    "mnemo.ingest.v1.IngestService.ConfirmMemory": "reviewer",
-    "mnemo.ingest.v1.IngestService.DeleteMemory": "agent",
-    "mnemo.ingest.v1.IngestService.RestoreMemory": "reviewer",
-    "mnemo.ingest.v1.IngestService.PurgeMemory": "admin",
-    "mnemo.ingest.v1.IngestService.RescanRedactions": "admin",
-    "mnemo.ingest.v1.IngestService.PromoteMemory": "reviewer",
-    "mnemo.ingest.v1.IngestService.CreateToken": "admin",
-    "mnemo.ingest.v1.IngestService.RevokeToken": "admin",
-    "mnemo.harvest.v1.HarvestService.Run": "admin",
-    "mnemo.harvest.v1.HarvestService.Status": "agent",
-    "mnemo.harvest.v1.HarvestService.ListSources": "agent",
-}
 
 
 def methods() -> dict[str, MethodDescriptor]:
@@ -63,6 +37,19 @@ def methods() -> dict[str, MethodDescriptor]:
     }
 
 
+def least_role(method: MethodDescriptor) -> str:
+    """The role the proto declares ("" when it declares none)."""
+    options = method.GetOptions()
+    if not options.HasExtension(options_pb2.least_role):
+        return ""
+    return enum_label(options_pb2.Role, options.Extensions[options_pb2.least_role])
+
+
+def action(method: MethodDescriptor) -> str:
+    return method.GetOptions().Extensions[options_pb2.action]
+
+
+LEAST_ROLE = {name: least_role(method) for name, method in methods().items()}
 PRIVILEGED = sorted(name for name, role in LEAST_ROLE.items() if role != "agent")
 
 
@@ -115,24 +102,32 @@ async def roles(postgres: Postgres) -> AsyncIterator[Roles]:
     await stack.stop()
 
 
-def test_every_rpc_declares_its_least_role() -> None:
-    assert set(LEAST_ROLE) == set(methods())
-    assert set(LEAST_ROLE.values()) <= set(ROLES)
+def test_every_rpc_declares_its_least_role_and_action() -> None:
+    assert len(LEAST_ROLE) >= 27, sorted(LEAST_ROLE)  # positive control: the descriptors list the RPCs
+    undeclared = sorted(name for name, role in LEAST_ROLE.items() if role not in ROLES)
+    assert undeclared == [], "declare option (mnemo.common.v1.least_role) on these RPCs"
+    wordless = sorted(name for name, method in methods().items() if not action(method))
+    assert wordless == [], "declare option (mnemo.common.v1.action) on these RPCs"
+    # Positive control: every role is some RPC's least, so the matrix below checks each level.
+    assert set(LEAST_ROLE.values()) == set(ROLES)
 
 
 @pytest.mark.parametrize("name", PRIVILEGED)
 async def test_a_role_below_the_least_is_refused_naming_it(roles: Roles, name: str) -> None:
     method, least = methods()[name], LEAST_ROLE[name]
-    for role in ROLES[: ROLES.index(least)]:
+    below = ROLES[: ROLES.index(least)]
+    assert "agent" in below  # every privileged RPC refuses an agent
+    for role in below:
         code, details = await roles.call(method, role)
         assert code == grpc.StatusCode.PERMISSION_DENIED, (name, role, code, details)
-        assert f"needs the {least} role" in details, details
+        assert f"{action(method)} needs the {least} role; this token is {role}" in details, details
 
 
 @pytest.mark.parametrize("name", sorted(LEAST_ROLE))
 async def test_the_least_role_gets_past_the_check(roles: Roles, name: str) -> None:
     # The positive control: the same minimal request at the declared role is refused for nothing about roles
-    # (it may still be invalid or not found: the request is minimal).
+    # (it may still be invalid or not found: the request is minimal). For an agent-level RPC this is the
+    # agent allowed.
     code, details = await roles.call(methods()[name], LEAST_ROLE[name])
     assert code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INTERNAL), (code, details)
     # Authenticate judges the (empty) bearer token it was given; any other UNAUTHENTICATED is the principal's.

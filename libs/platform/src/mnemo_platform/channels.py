@@ -1,15 +1,17 @@
-"""Client channels: one per downstream, deadlines on every call, retries for idempotent calls."""
+"""Client channels: one per downstream, deadlines on every call, retries for the calls the protos declare safe."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from mnemo_platform.context import current_call
+from mnemo_platform.contract import retry_safe_methods
 
 
 class _CallDefaults:
@@ -40,61 +42,64 @@ class _StreamDefaults(_CallDefaults, grpc.aio.UnaryStreamClientInterceptor):
         return await continuation(self.details(client_call_details, None), request)
 
 
+# How a retry-safe call is retried: on UNAVAILABLE only, within the call's deadline (which covers
+# every attempt), and never more than the channel's throttle allows.
+RETRY_POLICY: dict[str, Any] = {
+    "maxAttempts": 4,
+    "initialBackoff": "0.1s",
+    "maxBackoff": "2s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE"],
+}
+
+
 def service_config(
-    service: str,
-    idempotent_methods: Sequence[str],
+    service: ServiceDescriptor,
     timeout_s: float,
     method_timeouts: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Retry policy for the idempotent methods only; every method gets the default timeout.
+    """The service config of a channel to `service`: every method gets the default timeout, and the
+    methods whose proto declares NO_SIDE_EFFECTS or IDEMPOTENT get the retry policy.
 
     A service-config timeout caps any deadline a call asks for, so a long-running method (a
     streamed harvest run) needs its own entry in `method_timeouts`.
     """
-    config: dict[str, Any] = {
+    timeouts = dict(method_timeouts or {})
+    unknown = sorted(set(timeouts) - set(service.methods_by_name))
+    if unknown:
+        raise ValueError(f"{service.full_name} has no method {', '.join(unknown)}")
+    retried = retry_safe_methods(service)
+    # gRPC takes each method name once in a service config, so a method both retried and given
+    # its own timeout has a single entry with both.
+    methods = [m.name for m in service.methods if m.name in retried or m.name in timeouts]
+    return {
         "methodConfig": [
-            {"name": [{"service": service}], "timeout": f"{timeout_s}s"},
+            {"name": [{"service": service.full_name}], "timeout": f"{timeout_s}s"},
             *(
-                {"name": [{"service": service, "method": method}], "timeout": f"{seconds}s"}
-                for method, seconds in (method_timeouts or {}).items()
+                {
+                    "name": [{"service": service.full_name, "method": name}],
+                    "timeout": f"{timeouts.get(name, timeout_s)}s",
+                    **({"retryPolicy": RETRY_POLICY} if name in retried else {}),
+                }
+                for name in methods
             ),
         ],
         "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
     }
-    if idempotent_methods:
-        config["methodConfig"].insert(
-            0,
-            {
-                "name": [{"service": service, "method": m} for m in idempotent_methods],
-                "timeout": f"{timeout_s}s",
-                "retryPolicy": {
-                    "maxAttempts": 4,
-                    "initialBackoff": "0.1s",
-                    "maxBackoff": "2s",
-                    "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                },
-            },
-        )
-    return config
 
 
 def open_channel(
     target: str,
-    service: str,
-    idempotent_methods: Sequence[str],
+    service: ServiceDescriptor,
     timeout_s: float,
     method_timeouts: Mapping[str, float] | None = None,
 ) -> grpc.aio.Channel:
-    """Opens the one channel a process keeps to a downstream service."""
+    """Opens the one channel a process keeps to a downstream service; its retries follow the service's protos."""
     return grpc.aio.insecure_channel(
         target,
         options=[
             ("grpc.enable_retries", 1),
-            (
-                "grpc.service_config",
-                json.dumps(service_config(service, idempotent_methods, timeout_s, method_timeouts)),
-            ),
+            ("grpc.service_config", json.dumps(service_config(service, timeout_s, method_timeouts))),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],

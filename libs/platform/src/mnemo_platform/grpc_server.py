@@ -1,4 +1,4 @@
-"""A grpc.aio server with health, reflection, tracing, one log line per RPC and error mapping."""
+"""A grpc.aio server with health, reflection, tracing, one log line per RPC, error mapping and least roles."""
 
 from __future__ import annotations
 
@@ -17,8 +17,22 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-from mnemo_platform.context import CallContext, call_from_metadata, new_request_id, reset_call, set_call
-from mnemo_platform.errors import INVALID_INPUT_ERRORS, UNAVAILABLE_ERRORS, MnemoError, Unauthenticated
+from mnemo_platform.context import (
+    CallContext,
+    call_from_metadata,
+    current_call,
+    new_request_id,
+    reset_call,
+    set_call,
+)
+from mnemo_platform.contract import declared_least_role
+from mnemo_platform.errors import (
+    INVALID_INPUT_ERRORS,
+    UNAVAILABLE_ERRORS,
+    MnemoError,
+    PermissionDenied,
+    Unauthenticated,
+)
 
 log = structlog.get_logger("mnemo.grpc")
 
@@ -64,6 +78,9 @@ def _interceptor(scope: Scope) -> type[grpc.aio.ServerInterceptor]:
 
 # Methods anyone may call: load balancers and probes carry no principal.
 _OPEN_METHODS = ("/grpc.health.v1.Health/",)
+# The plumbing every server carries, which declares no least role: health (above) and reflection,
+# which describes the services and touches no data.
+_PLUMBING = (*_OPEN_METHODS, "/grpc.reflection.")
 
 
 @contextlib.asynccontextmanager
@@ -129,8 +146,51 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
         )
 
 
+@contextlib.asynccontextmanager
+async def _least_role(context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
+    """Refuses a caller below the least role the method's proto declares; a method declaring none, everyone."""
+    if not method.startswith(_PLUMBING):
+        declared = declared_least_role(method)
+        if declared is None:
+            raise PermissionDenied(f"{method} declares no least role, so nobody may call it")
+        if declared.role:
+            current_call().require(declared.role, declared.action)
+    yield
+
+
 RequestLogInterceptor = _interceptor(_request_log)
 ErrorMappingInterceptor = _interceptor(_error_mapping)
+_LeastRoleCheck = _interceptor(_least_role)
+
+
+class LeastRoleInterceptor(grpc.aio.ServerInterceptor):
+    """The one place roles are enforced: each method's `least_role` option, read from the descriptor pool.
+
+    Inside the request log (which sets the caller) and the error mapping (which turns the refusal into
+    PERMISSION_DENIED). A method whose requests stream gets no caller set, so it cannot be checked and
+    is refused outright: the check fails closed. Mnemo declares no such method.
+    """
+
+    def __init__(self) -> None:
+        self._check = _LeastRoleCheck()
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        handler = await self._check.intercept_service(continuation, handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(_PLUMBING) or not (handler.stream_unary or handler.stream_stream):
+            return handler
+
+        async def refuse(request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, f"{method} streams its requests, which the role check cannot cover"
+            )
+
+        return handler._replace(
+            stream_unary=refuse if handler.stream_unary else None,
+            stream_stream=refuse if handler.stream_stream else None,
+        )
+
+
 # Appended to every server started afterwards: how a test watches what services receive.
 EXTRA_INTERCEPTORS: list[grpc.aio.ServerInterceptor] = []
 
@@ -185,6 +245,7 @@ class GrpcServer:
                 ),
                 RequestLogInterceptor(),
                 ErrorMappingInterceptor(),
+                LeastRoleInterceptor(),
                 *EXTRA_INTERCEPTORS,
             ],
             options=[

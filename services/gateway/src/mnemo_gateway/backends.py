@@ -7,18 +7,18 @@ from typing import Any, TypeVar
 
 import grpc
 
-from mnemo.harvest.v1 import harvest_service_pb2_grpc
-from mnemo.ingest.v1 import ingest_service_pb2_grpc
-from mnemo.search.v1 import search_service_pb2_grpc
+from mnemo.harvest.v1 import harvest_service_pb2, harvest_service_pb2_grpc
+from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
+from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_gateway.errors import CallError
 from mnemo_platform import open_channel
 
 T = TypeVar("T")
 
-# Reads are idempotent and retried on UNAVAILABLE; of the writes only AddWorkspace is.
-SEARCH_IDEMPOTENT = ["Search", "GetMemory", "ListMemories", "ListWorkspaces", "ResolveWorkspace", "GetStatus"]
-INGEST_IDEMPOTENT = ["AddWorkspace"]
-HARVEST_IDEMPOTENT = ["Status", "ListSources"]
+# Which calls a channel retries on UNAVAILABLE is what each RPC declares in its proto.
+INGEST = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"]
+SEARCH = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]
+HARVEST = harvest_service_pb2.DESCRIPTOR.services_by_name["HarvestService"]
 # A first harvest of a machine with thousands of sessions, or a redaction rescan of every
 # memory, takes a while; both stream progress.
 LONG_RUN_TIMEOUT_S = 3600.0
@@ -29,27 +29,15 @@ class Backends:
 
     def __init__(self, ingest_target: str, search_target: str, timeout_s: float, harvest_target: str = "") -> None:
         self._ingest_channel = open_channel(
-            ingest_target,
-            "mnemo.ingest.v1.IngestService",
-            INGEST_IDEMPOTENT,
-            timeout_s,
-            method_timeouts={"RescanRedactions": LONG_RUN_TIMEOUT_S},
+            ingest_target, INGEST, timeout_s, method_timeouts={"RescanRedactions": LONG_RUN_TIMEOUT_S}
         )
-        self._search_channel = open_channel(
-            search_target, "mnemo.search.v1.SearchService", SEARCH_IDEMPOTENT, timeout_s
-        )
+        self._search_channel = open_channel(search_target, SEARCH, timeout_s)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
         self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
         self.targets = {"ingest": ingest_target, "search": search_target}
         # Harvest is optional (a gateway in front of ingest and search only still works).
         self._harvest_channel = (
-            open_channel(
-                harvest_target,
-                "mnemo.harvest.v1.HarvestService",
-                HARVEST_IDEMPOTENT,
-                timeout_s,
-                method_timeouts={"Run": LONG_RUN_TIMEOUT_S},
-            )
+            open_channel(harvest_target, HARVEST, timeout_s, method_timeouts={"Run": LONG_RUN_TIMEOUT_S})
             if harvest_target
             else None
         )

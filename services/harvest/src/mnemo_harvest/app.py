@@ -9,8 +9,8 @@ import asyncpg
 import structlog
 
 from mnemo.harvest.v1 import harvest_service_pb2, harvest_service_pb2_grpc
-from mnemo.ingest.v1 import ingest_service_pb2_grpc
-from mnemo.search.v1 import search_service_pb2_grpc
+from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
+from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_harvest.archive import Archive
 from mnemo_harvest.engine import HarvestEngine
 from mnemo_harvest.readers import build_readers
@@ -25,9 +25,10 @@ from mnemo_wire import ContentSettings
 log = structlog.get_logger("mnemo.harvest")
 
 SERVICE_NAME = harvest_service_pb2.DESCRIPTOR.services_by_name["HarvestService"].full_name
-# Writes are not retried by the channel: ingest's derivations make a repeated run safe instead.
-SEARCH_IDEMPOTENT = ["ResolveWorkspace"]
-INGEST_IDEMPOTENT = ["AddWorkspace"]
+# The channels retry what the protos declare safe to repeat. WriteMemory is not among them: a
+# failed write is retried by the next run instead, where ingest's derivations make a repeat safe.
+INGEST = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"]
+SEARCH = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]
 
 
 class HarvestApp(GrpcApp):
@@ -66,12 +67,8 @@ class HarvestApp(GrpcApp):
         self.pool = await prepare_database(
             self.dsn, None, None, self.database.pool_min, self.database.pool_max, wait_s=self.database.wait_s
         )
-        ingest = open_channel(
-            self.ingest_target, "mnemo.ingest.v1.IngestService", INGEST_IDEMPOTENT, self.call_timeout_s
-        )
-        search = open_channel(
-            self.search_target, "mnemo.search.v1.SearchService", SEARCH_IDEMPOTENT, self.call_timeout_s
-        )
+        ingest = open_channel(self.ingest_target, INGEST, self.call_timeout_s)
+        search = open_channel(self.search_target, SEARCH, self.call_timeout_s)
         self._channels = [ingest, search]
         data_dir = self.database.resolved_data_dir
         self.engine = HarvestEngine(

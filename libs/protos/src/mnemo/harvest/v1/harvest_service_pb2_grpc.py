@@ -27,6 +27,8 @@ if _version_not_supported:
 
 class HarvestServiceStub:
     """HarvestService reads coding-agent sessions from disk and hands them to ingest.
+    Each RPC declares its idempotency (client channels retry NO_SIDE_EFFECTS and IDEMPOTENT ones on
+    UNAVAILABLE) and its least role (one server interceptor refuses callers below it).
     """
 
     def __init__(self, channel):
@@ -54,6 +56,8 @@ class HarvestServiceStub:
 
 class HarvestServiceServicer:
     """HarvestService reads coding-agent sessions from disk and hands them to ingest.
+    Each RPC declares its idempotency (client channels retry NO_SIDE_EFFECTS and IDEMPOTENT ones on
+    UNAVAILABLE) and its least role (one server interceptor refuses callers below it).
     """
 
     def Run(self, request, context):
@@ -105,6 +109,8 @@ def add_HarvestServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class HarvestService:
     """HarvestService reads coding-agent sessions from disk and hands them to ingest.
+    Each RPC declares its idempotency (client channels retry NO_SIDE_EFFECTS and IDEMPOTENT ones on
+    UNAVAILABLE) and its least role (one server interceptor refuses callers below it).
     """
 
     @staticmethod

@@ -27,6 +27,11 @@ if _version_not_supported:
 
 class IngestServiceStub:
     """IngestService owns every write: notes, new versions, workspaces, and the embedding queue.
+    Each RPC declares its idempotency (client channels retry NO_SIDE_EFFECTS and IDEMPOTENT ones on
+    UNAVAILABLE) and its least role (one server interceptor refuses callers below it). A write is
+    IDEMPOTENT when a repeat leaves the state as one call left it: either it answers the same
+    (AddWorkspace, UpdateMemory, ConfirmMemory, RevokeToken, RescanRedactions) or it is refused because
+    the first took effect (a memory already superseded, promoted, retracted, deleted, restored or purged).
     """
 
     def __init__(self, channel):
@@ -104,6 +109,11 @@ class IngestServiceStub:
 
 class IngestServiceServicer:
     """IngestService owns every write: notes, new versions, workspaces, and the embedding queue.
+    Each RPC declares its idempotency (client channels retry NO_SIDE_EFFECTS and IDEMPOTENT ones on
+    UNAVAILABLE) and its least role (one server interceptor refuses callers below it). A write is
+    IDEMPOTENT when a repeat leaves the state as one call left it: either it answers the same
+    (AddWorkspace, UpdateMemory, ConfirmMemory, RevokeToken, RescanRedactions) or it is refused because
+    the first took effect (a memory already superseded, promoted, retracted, deleted, restored or purged).
     """
 
     def WriteMemory(self, request, context):
@@ -276,6 +286,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class IngestService:
     """IngestService owns every write: notes, new versions, workspaces, and the embedding queue.
+    Each RPC declares its idempotency (client channels retry NO_SIDE_EFFECTS and IDEMPOTENT ones on
+    UNAVAILABLE) and its least role (one server interceptor refuses callers below it). A write is
+    IDEMPOTENT when a repeat leaves the state as one call left it: either it answers the same
+    (AddWorkspace, UpdateMemory, ConfirmMemory, RevokeToken, RescanRedactions) or it is refused because
+    the first took effect (a memory already superseded, promoted, retracted, deleted, restored or purged).
     """
 
     @staticmethod

@@ -27,6 +27,8 @@ if _version_not_supported:
 
 class SearchServiceStub:
     """SearchService owns every read: hybrid search, get, list, workspaces and status.
+    Each RPC declares its idempotency (client channels retry every one of them on UNAVAILABLE) and its
+    least role (one server interceptor refuses callers below it).
     """
 
     def __init__(self, channel):
@@ -94,6 +96,8 @@ class SearchServiceStub:
 
 class SearchServiceServicer:
     """SearchService owns every read: hybrid search, get, list, workspaces and status.
+    Each RPC declares its idempotency (client channels retry every one of them on UNAVAILABLE) and its
+    least role (one server interceptor refuses callers below it).
     """
 
     def Search(self, request, context):
@@ -241,6 +245,8 @@ def add_SearchServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class SearchService:
     """SearchService owns every read: hybrid search, get, list, workspaces and status.
+    Each RPC declares its idempotency (client channels retry every one of them on UNAVAILABLE) and its
+    least role (one server interceptor refuses callers below it).
     """
 
     @staticmethod
