@@ -174,7 +174,7 @@ class LeastRoleInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self) -> None:
         self._check = _LeastRoleCheck()
 
-    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+    async def intercept_service(self, continuation, handler_call_details):
         handler = await self._check.intercept_service(continuation, handler_call_details)
         method = handler_call_details.method
         if handler is None or method.startswith(_PLUMBING) or not (handler.stream_unary or handler.stream_stream):
