@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -345,8 +345,8 @@ class Operations:
         workspace: str | None,
         page_size: int,
         page_token: str,
-        kinds: list[str],
-        tags: list[str],
+        kinds: Sequence[str],
+        tags: Sequence[str],
         include_history: bool = False,
         as_of: datetime | None = None,
         valid_at: datetime | None = None,

@@ -100,7 +100,7 @@ class HarvestEngine:
                 if agent and name != agent:
                     continue
                 try:
-                    found = await asyncio.to_thread(lambda r=reader: list(r.discover()))
+                    found = await asyncio.to_thread(_discovered, reader)
                 except Exception:
                     # A reader bug must not stop the other agents' harvest.
                     log.exception("harvest_discover_failed", agent=name)
@@ -204,7 +204,7 @@ class HarvestEngine:
                 or (row["detail"] or "").startswith("tombstoned")
             )
         )
-        if unchanged_since_last:
+        if unchanged_since_last and row is not None:
             return Outcome("unchanged", row["detail"] or "", str(row["memory_id"] or ""))
         if self.paused:
             await self._record(ref, "skipped", f"paused: {self.paused}")
@@ -454,3 +454,8 @@ def _summary_session(session: Session, summary: str) -> Session:
     return Session(
         agent=session.agent, session_id=session.session_id, source_path="", turns=[Turn("assistant", summary)]
     )
+
+
+def _discovered(reader: Reader) -> list[SourceRef]:
+    """Every source a reader finds, listed in a worker thread (discovery walks the disk)."""
+    return list(reader.discover())
