@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from mnemo_platform.grpc_server import GrpcApp, GrpcServer, Registration
     from mnemo_platform.logging import configure_logging
+    from mnemo_platform.reasons import reason_name, reason_of
     from mnemo_platform.runner import Component, run_until_signalled
     from mnemo_platform.settings import SettingsError, env_vars, load, load_all
     from mnemo_platform.telemetry import configure_tracing, current_trace_id, shutdown_tracing, tracer
@@ -78,6 +79,8 @@ _EXPORTS = {
     "new_request_id": "mnemo_platform.context",
     "open_channel": "mnemo_platform.channels",
     "reset_call": "mnemo_platform.context",
+    "reason_name": "mnemo_platform.reasons",
+    "reason_of": "mnemo_platform.reasons",
     "run_until_signalled": "mnemo_platform.runner",
     "service_config": "mnemo_platform.channels",
     "set_call": "mnemo_platform.context",
@@ -120,6 +123,8 @@ __all__ = [
     "load_all",
     "new_request_id",
     "open_channel",
+    "reason_name",
+    "reason_of",
     "reset_call",
     "run_until_signalled",
     "service_config",

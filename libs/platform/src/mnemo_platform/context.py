@@ -17,6 +17,9 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo.common.v1 import options_pb2
+from mnemo_platform.enums import enum_labels
 from mnemo_platform.errors import PermissionDenied, Unauthenticated
 
 PRINCIPAL_KEY = "x-mnemo-principal"
@@ -24,7 +27,8 @@ SIGNATURE_KEY = "x-mnemo-signature"
 REQUEST_ID_KEY = "x-request-id"
 LOCAL_PRINCIPAL = "local"
 ALL_WORKSPACES = "*"
-ROLES = ("agent", "reviewer", "admin")
+# Lowest first: each role may do everything the roles before it may.
+ROLES = tuple(enum_labels(options_pb2.Role))
 # A signed principal is good for this long: long enough for a streamed harvest run to start,
 # short enough that captured metadata is soon worthless.
 SIGNATURE_TTL_S = 300
@@ -50,7 +54,10 @@ class CallContext:
     def require(self, role: str, action: str) -> None:
         """Raises PERMISSION_DENIED unless the caller's role is `role` or above."""
         if not self.at_least(role):
-            raise PermissionDenied(f"{action} needs the {role} role; this token is {self.role} ({self.principal})")
+            raise PermissionDenied(
+                f"{action} needs the {role} role; this token is {self.role} ({self.principal})",
+                reasons_pb.ERROR_REASON_ROLE_TOO_LOW,
+            )
 
     def metadata(self) -> list[tuple[str, str]]:
         payload = json.dumps(

@@ -1,9 +1,14 @@
-"""Proto enum values <-> the short lower-case labels used in SQL, JSON and the CLI ("note")."""
+"""Proto enum values <-> the short lower-case labels used in SQL, JSON and the CLI ("note").
+
+A label is the value's name without the enum's prefix, lower-cased, unless the value declares
+its own with the `(mnemo.common.v1.label)` option (AGENT_CLAUDE_CODE is "claude-code").
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from mnemo.common.v1 import options_pb2
 from mnemo_platform.errors import InvalidArgument
 
 
@@ -16,7 +21,8 @@ def enum_label(enum: Any, value: int) -> str:
     """MEMORY_KIND_NOTE -> "note"; the zero value -> ""."""
     if value == 0:
         return ""
-    return enum.Name(value).removeprefix(_prefix(enum)).lower()
+    declared = enum.DESCRIPTOR.values_by_number[value].GetOptions().Extensions[options_pb2.label]
+    return declared or enum.Name(value).removeprefix(_prefix(enum)).lower()
 
 
 def enum_labels(enum: Any) -> list[str]:
@@ -28,11 +34,8 @@ def enum_value(enum: Any, label: str, field: str) -> int:
     """ "note" -> MEMORY_KIND_NOTE; "" -> 0; anything else is a clear INVALID_ARGUMENT."""
     if not label:
         return 0
-    name = _prefix(enum) + label.strip().upper().replace("-", "_")
-    try:
-        value = enum.Value(name)
-    except ValueError:
-        value = 0
-    if value == 0:
-        raise InvalidArgument(f"{field} must be one of {', '.join(enum_labels(enum))}; got {label!r}")
-    return value
+    wanted = label.strip().lower()
+    for value in enum.values():
+        if value != 0 and enum_label(enum, value) == wanted:
+            return int(value)
+    raise InvalidArgument(f"{field} must be one of {', '.join(enum_labels(enum))}; got {label!r}")

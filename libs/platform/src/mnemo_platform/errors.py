@@ -1,46 +1,69 @@
-"""Domain errors every service raises; one interceptor maps them to gRPC status codes."""
+"""Domain errors every service raises; one interceptor maps them to gRPC status codes and reasons.
+
+The status code says how a generic client should react (retry, fix the input, re-authenticate);
+the reason (an ErrorReason of mnemo/common/v1/errors.proto, sent as google.rpc.ErrorInfo) says
+what exactly went wrong, for callers that act on it. A class's default reason fits most raises;
+a raise that means something narrower names its own.
+"""
 
 from __future__ import annotations
 
 import grpc
+
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 
 
 class MnemoError(Exception):
     """An anticipated failure whose message is safe and useful to show the caller."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    default_reason: int = reasons_pb.ERROR_REASON_UNSPECIFIED
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, reason: int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.reason = self.default_reason if reason is None else reason
+
+
+class Internal(MnemoError):
+    """An unanticipated failure, reported without its details (they are in the server log)."""
+
+    code = grpc.StatusCode.INTERNAL
 
 
 class InvalidArgument(MnemoError):
     code = grpc.StatusCode.INVALID_ARGUMENT
+    default_reason = reasons_pb.ERROR_REASON_INVALID_ARGUMENT
 
 
 class NotFound(MnemoError):
     code = grpc.StatusCode.NOT_FOUND
+    default_reason = reasons_pb.ERROR_REASON_MEMORY_NOT_FOUND
 
 
 class AlreadyExists(MnemoError):
     code = grpc.StatusCode.ALREADY_EXISTS
+    default_reason = reasons_pb.ERROR_REASON_ALREADY_EXISTS
 
 
 class FailedPrecondition(MnemoError):
     code = grpc.StatusCode.FAILED_PRECONDITION
+    default_reason = reasons_pb.ERROR_REASON_STATUS_FORBIDS
 
 
 class Unavailable(MnemoError):
     code = grpc.StatusCode.UNAVAILABLE
+    default_reason = reasons_pb.ERROR_REASON_UNAVAILABLE
 
 
 class PermissionDenied(MnemoError):
     code = grpc.StatusCode.PERMISSION_DENIED
+    default_reason = reasons_pb.ERROR_REASON_OUTSIDE_WORKSPACE
 
 
 class Unauthenticated(MnemoError):
     code = grpc.StatusCode.UNAUTHENTICATED
+    default_reason = reasons_pb.ERROR_REASON_UNAUTHENTICATED
 
 
 # Exceptions that mean "a dependency is down", not "a bug": the error-mapping interceptor

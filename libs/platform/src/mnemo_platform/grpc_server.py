@@ -17,6 +17,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform.context import (
     CallContext,
     call_from_metadata,
@@ -29,10 +30,14 @@ from mnemo_platform.contract import declared_least_role
 from mnemo_platform.errors import (
     INVALID_INPUT_ERRORS,
     UNAVAILABLE_ERRORS,
+    Internal,
+    InvalidArgument,
     MnemoError,
     PermissionDenied,
     Unauthenticated,
+    Unavailable,
 )
+from mnemo_platform.reasons import status_details
 
 log = structlog.get_logger("mnemo.grpc")
 
@@ -91,7 +96,7 @@ async def _request_log(context: grpc.aio.ServicerContext, method: str) -> AsyncI
     except Unauthenticated as exc:
         if not method.startswith(_OPEN_METHODS):
             log.warning("rpc_unauthenticated", method=method, reason=exc.message)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+            await _abort(context, exc)
         # Health checks come from probes, which carry no principal; they touch no data.
         call = CallContext(role="agent", workspaces=(), request_id=new_request_id())
     token = set_call(call)
@@ -129,21 +134,21 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
     except grpc.aio.AbortError:
         raise
     except MnemoError as exc:
-        await context.abort(exc.code, exc.message)
+        await _abort(context, exc)
     except tuple(INVALID_INPUT_ERRORS) as exc:
         log.warning("rpc_invalid_input", method=method, error=type(exc).__name__)
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT, "a text field holds a character the store cannot keep (a NUL byte?)"
-        )
+        await _abort(context, InvalidArgument("a text field holds a character the store cannot keep (a NUL byte?)"))
     except tuple(UNAVAILABLE_ERRORS) as exc:
         log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
-        await context.abort(grpc.StatusCode.UNAVAILABLE, f"a dependency is unavailable: {type(exc).__name__}")
+        await _abort(context, Unavailable(f"a dependency is unavailable: {type(exc).__name__}"))
     except Exception:
         log.exception("rpc_failed", method=method)
-        await context.abort(
-            grpc.StatusCode.INTERNAL,
-            "internal error in Mnemo; the server log has the details",
-        )
+        await _abort(context, Internal("internal error in Mnemo; the server log has the details"))
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: MnemoError) -> None:
+    """Ends the call with the error's status code, message and reason (in the status details)."""
+    await context.abort(exc.code, exc.message, trailing_metadata=status_details(exc.code, exc.message, exc.reason))
 
 
 @contextlib.asynccontextmanager
@@ -152,7 +157,9 @@ async def _least_role(context: grpc.aio.ServicerContext, method: str) -> AsyncIt
     if not method.startswith(_PLUMBING):
         declared = declared_least_role(method)
         if declared is None:
-            raise PermissionDenied(f"{method} declares no least role, so nobody may call it")
+            raise PermissionDenied(
+                f"{method} declares no least role, so nobody may call it", reasons_pb.ERROR_REASON_ROLE_TOO_LOW
+            )
         if declared.role:
             current_call().require(declared.role, declared.action)
     yield

@@ -21,6 +21,7 @@ from typing import TypeAlias
 
 import asyncpg
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import CallContext, NotFound, PermissionDenied, current_call
 from mnemo_store.params import Params
 from mnemo_store.workspaces import GLOBAL_WORKSPACE, WorkspaceRow, find_workspace
@@ -59,7 +60,10 @@ def require_everywhere(action: str) -> Reach:
     """The reach of a read across every workspace, which only an all-workspace (admin) token may make."""
     call = current_call()
     if not call.all_workspaces:
-        raise PermissionDenied(f"{action} needs an admin token; this token ({call.principal}) reaches its own")
+        raise PermissionDenied(
+            f"{action} needs an admin token; this token ({call.principal}) reaches its own",
+            reasons_pb.ERROR_REASON_ROLE_TOO_LOW,
+        )
     return EVERYWHERE
 
 
@@ -83,7 +87,8 @@ def check_access(workspace_id: str, *, write: bool, named: str = "") -> None:
     if workspace_id == GLOBAL_WORKSPACE:
         if write and not call.at_least("reviewer"):
             raise PermissionDenied(
-                f"the global scope is read-only for {call.role} tokens; a reviewer promotes memories into it"
+                f"the global scope is read-only for {call.role} tokens; a reviewer promotes memories into it",
+                reasons_pb.ERROR_REASON_ROLE_TOO_LOW,
             )
         return
     if not may_read(workspace_id, call):
@@ -102,7 +107,8 @@ def outside_workspaces(named: str) -> PermissionDenied:
 def not_registered(ref: str) -> NotFound:
     return NotFound(
         f"workspace {ref!r} is not registered; register it with `mnemo workspace add PATH` "
-        "(or `mnemo workspace add --name NAME`), or POST /api/v1/workspaces"
+        "(or `mnemo workspace add --name NAME`), or POST /api/v1/workspaces",
+        reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 import structlog
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import FailedPrecondition
 from mnemo_store.migrations import MIGRATION_LOCK_KEY
 
@@ -13,6 +14,8 @@ log = structlog.get_logger("mnemo.store")
 
 class EmbeddingSpaceMismatch(FailedPrecondition):
     """The database's vectors come from another model or dimension than the one configured."""
+
+    default_reason = reasons_pb.ERROR_REASON_EMBEDDING_SPACE_MISMATCH
 
 
 async def ensure_embedding_space(conn: asyncpg.Connection, model: str, dimension: int) -> None:

@@ -6,6 +6,7 @@ import asyncpg
 import structlog
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import Unavailable
 from mnemo_store.database import check_server_version, open_pool
 from mnemo_store.embedding_space import check_embedding_space, ensure_embedding_space
@@ -56,7 +57,8 @@ async def _wait_for_schema(
     except _SchemaBehind as exc:
         raise Unavailable(
             f"the database is not ready for this service: {exc}. The ingest service migrates the database; "
-            "start it first (`mnemo up` starts it before the others)"
+            "start it first (`mnemo up` starts it before the others)",
+            reasons_pb.ERROR_REASON_NOT_MIGRATED,
         ) from exc
 
 

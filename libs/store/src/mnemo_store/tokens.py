@@ -11,6 +11,7 @@ from datetime import datetime
 
 import asyncpg
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import ALL_WORKSPACES, ROLES, InvalidArgument, NotFound
 
 TOKEN_PREFIX = "mnemo_"  # noqa: S105 (a prefix, not a secret)
@@ -107,7 +108,7 @@ async def revoke_token(conn: asyncpg.Connection, token_id: str) -> TokenRow:
         f"UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING {_COLUMNS}", token_id
     )
     if record is None:
-        raise NotFound(f"no token {token_id!r}; `mnemo token list` shows them")
+        raise NotFound(f"no token {token_id!r}; `mnemo token list` shows them", reasons_pb.ERROR_REASON_TOKEN_NOT_FOUND)
     return _row(record)
 
 

@@ -19,3 +19,5 @@ LEAST_ROLE_FIELD_NUMBER: _ClassVar[int]
 least_role: _descriptor.FieldDescriptor
 ACTION_FIELD_NUMBER: _ClassVar[int]
 action: _descriptor.FieldDescriptor
+LABEL_FIELD_NUMBER: _ClassVar[int]
+label: _descriptor.FieldDescriptor
