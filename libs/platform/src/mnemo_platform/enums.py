@@ -21,8 +21,11 @@ def enum_label(enum: Any, value: int) -> str:
     """MEMORY_KIND_NOTE -> "note"; the zero value -> ""."""
     if value == 0:
         return ""
-    declared = enum.DESCRIPTOR.values_by_number[value].GetOptions().Extensions[options_pb2.label]
-    return declared or enum.Name(value).removeprefix(_prefix(enum)).lower()
+    described = enum.DESCRIPTOR.values_by_number.get(value)
+    if described is None:
+        raise ValueError(f"{value} is not a value of {enum.DESCRIPTOR.name}")  # as enum.Name() says it
+    declared = described.GetOptions().Extensions[options_pb2.label]
+    return declared or described.name.removeprefix(_prefix(enum)).lower()
 
 
 def enum_labels(enum: Any) -> list[str]:

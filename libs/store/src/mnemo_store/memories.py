@@ -14,6 +14,8 @@ from typing import Any
 
 import asyncpg
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+
 # The columns a memory row is read with (of `memories m`, or of the as-of relation of the same
 # shape); `embedding_state` sums up the chunks of the version read. Add `v.content` with CONTENT_JOIN.
 MEMORY_COLUMNS = """
@@ -376,6 +378,13 @@ async def rewrite_fields(
         status_reason,
         content_hash,
     )
+
+
+def status_reason(row: Any) -> int:
+    """The ErrorReason for a memory whose status stops a read or a change: SUPERSEDED or STATUS_FORBIDS."""
+    if row["status"] == "superseded":
+        return reasons_pb.ERROR_REASON_SUPERSEDED
+    return reasons_pb.ERROR_REASON_STATUS_FORBIDS
 
 
 def status_phrase(row: Any) -> str:

@@ -17,18 +17,21 @@ import structlog
 from google.protobuf import struct_pb2
 
 from mnemo.common.v1 import common_pb2
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.harvest.v1 import harvest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
+from mnemo_harvest import sources
 from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
 from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
 from mnemo_harvest.settings import HarvestSettings
+from mnemo_harvest.sources import Record, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
-from mnemo_platform import CallContext, current_call
+from mnemo_platform import CallContext, current_call, enum_label, reason_of
 from mnemo_redact import redact
 
 log = structlog.get_logger("mnemo.harvest")
@@ -51,9 +54,25 @@ def source_uri(agent: str, session_id: str) -> str:
 
 @dataclass
 class Outcome:
-    outcome: str  # harvested | new_version | unchanged | skipped | failed
+    outcome: int
+    """outcome is a RunOutcome."""
     detail: str = ""
     memory_id: str = ""
+    skip: int = pb.SKIP_REASON_UNSPECIFIED
+    """skip is the SkipReason when the outcome is skipped."""
+
+
+def _failed(detail: str) -> Outcome:
+    return Outcome(pb.RUN_OUTCOME_FAILED, detail)
+
+
+# The run's totals: a new version counts as harvested.
+_TOTALS = {
+    pb.RUN_OUTCOME_HARVESTED: "harvested",
+    pb.RUN_OUTCOME_NEW_VERSION: "harvested",
+    pb.RUN_OUTCOME_SKIPPED: "skipped",
+    pb.RUN_OUTCOME_FAILED: "failed",
+}
 
 
 class HarvestEngine:
@@ -111,23 +130,23 @@ class HarvestEngine:
             counts = {"harvested": 0, "skipped": 0, "failed": 0}
             places: dict[str, str | None] = {}
             # One read of what is known, so an unchanged session costs no query and no write.
-            known = {(r["agent"], r["session_id"]): r for r in await self.pool.fetch("SELECT * FROM harvest_sources")}
+            known = await sources.known(self.pool)
             for index, (reader, ref) in enumerate(refs, start=1):
                 try:
                     result = await self._harvest(reader, ref, ignore_idle, places, known.get((ref.agent, ref.key)))
                 except Exception as exc:
                     log.exception("harvest_session_failed", agent=ref.agent, session_id=ref.key)
-                    result = Outcome("failed", f"{type(exc).__name__}: {exc}")
-                    await self._record(ref, "failed", result.detail, attempts=True)
-                bucket = {"harvested": "harvested", "new_version": "harvested"}.get(result.outcome, result.outcome)
-                if bucket in counts:
-                    counts[bucket] += 1
+                    result = _failed(f"{type(exc).__name__}: {exc}")
+                    await self._record(ref, Record(pb.SOURCE_STATE_FAILED, result.detail), attempts=True)
+                if result.outcome in _TOTALS:
+                    counts[_TOTALS[result.outcome]] += 1
                 yield pb.RunProgress(
                     agent=ref.agent,
                     session_id=ref.key,
-                    outcome=result.outcome,
+                    outcome=enum_label(pb.RunOutcome, result.outcome),
                     detail=result.detail,
                     memory_id=result.memory_id,
+                    skip_reason=skip_label(result.skip),
                     index=index,
                     total=len(refs),
                 )
@@ -144,15 +163,7 @@ class HarvestEngine:
         their archived copies stand in for the files."""
         if self.archive is None:
             return []
-        rows = await self.pool.fetch(
-            """
-            SELECT agent, session_id, path, harvested_size, harvested_mtime, archive_path FROM harvest_sources
-            WHERE state = 'harvested' AND archive_path IS NOT NULL AND harvested_mtime IS NOT NULL
-              AND (NOT final OR derived_with IS DISTINCT FROM $1) AND ($2 = '' OR agent = $2)
-            """,
-            self.derived_with,
-            agent,
-        )
+        rows = await sources.owed_from_archive(self.pool, self.derived_with, agent)
         readers: dict[str, ArchivedSessions] = {}
         refs: list[tuple[Reader, SourceRef]] = []
         for row in rows:
@@ -191,29 +202,32 @@ class HarvestEngine:
     ) -> Outcome:
         mtime = datetime.fromtimestamp(ref.mtime, UTC)
         if row is None or (row["path"], row["size"], row["mtime"]) != (ref.path, ref.size, mtime):
-            row = await self._seen(ref)
+            row = await sources.seen(self.pool, ref)
         if not ignore_idle and time.time() - ref.mtime < self.settings.idle_s:
-            await self._record(ref, "active", "still active: changed within MNEMO_HARVEST_IDLE_S")
-            return Outcome("skipped", "still active")
+            await self._record(ref, Record(pb.SOURCE_STATE_ACTIVE, "still active: changed within MNEMO_HARVEST_IDLE_S"))
+            return Outcome(pb.RUN_OUTCOME_SKIPPED, "still active", skip=pb.SKIP_REASON_STILL_ACTIVE)
         unchanged_since_last = (
             row is not None
             and row["harvested_size"] == ref.size
             and row["harvested_mtime"] == mtime
             and (
-                (row["state"] == "harvested" and row["final"] and row["derived_with"] == self.derived_with)
-                or (row["detail"] or "").startswith("tombstoned")
+                (
+                    row["state"] == sources.state_label(pb.SOURCE_STATE_HARVESTED)
+                    and row["final"]
+                    and row["derived_with"] == self.derived_with
+                )
+                or row["skip_reason"] == skip_label(pb.SKIP_REASON_TOMBSTONED)
             )
         )
         if unchanged_since_last and row is not None:
-            return Outcome("unchanged", row["detail"] or "", str(row["memory_id"] or ""))
+            return Outcome(pb.RUN_OUTCOME_UNCHANGED, row["detail"] or "", str(row["memory_id"] or ""))
         if self.paused:
-            await self._record(ref, "skipped", f"paused: {self.paused}")
-            return Outcome("skipped", "paused: low disk")
+            return await self._skip(ref, pb.SKIP_REASON_PAUSED, f"paused: {self.paused}", "paused: low disk")
         try:
             session = await asyncio.to_thread(reader.read, ref)
         except OSError as exc:
-            await self._record(ref, "failed", f"unreadable: {exc}", attempts=True)
-            return Outcome("failed", f"unreadable: {exc}")
+            await self._record(ref, Record(pb.SOURCE_STATE_FAILED, f"unreadable: {exc}"), attempts=True)
+            return _failed(f"unreadable: {exc}")
         for path, line in session.malformed:
             log.warning("session_line_malformed", agent=ref.agent, file=path, line=line)
         if session.skipped_records:
@@ -221,16 +235,15 @@ class HarvestEngine:
                 "session_records_skipped", agent=ref.agent, session_id=ref.key, by_type=dict(session.skipped_records)
             )
         if is_internal(session.cwd, session.first_prompt, self.data_dir):
-            await self._record(ref, "skipped", "self-capture: a session of Mnemo's own", cwd=session.cwd)
-            return Outcome("skipped", "self-capture")
+            detail = "self-capture: a session of Mnemo's own"
+            return await self._skip(ref, pb.SKIP_REASON_SELF_CAPTURE, detail, "self-capture", cwd=session.cwd)
         if not session.turns:
-            await self._record(ref, "skipped", "empty: no conversation in the session", cwd=session.cwd)
-            return Outcome("skipped", "empty")
+            detail = "empty: no conversation in the session"
+            return await self._skip(ref, pb.SKIP_REASON_EMPTY, detail, "empty", cwd=session.cwd)
         workspace = await self._place(session.cwd, places)
         if workspace is None:
             detail = f"no-workspace: {session.cwd or 'no working directory recorded'}"
-            await self._record(ref, "skipped", detail, cwd=session.cwd)
-            return Outcome("skipped", detail)
+            return await self._skip(ref, pb.SKIP_REASON_NO_WORKSPACE, detail, detail, cwd=session.cwd)
         return await self._derive(ref, session, workspace, mtime, from_archive=isinstance(reader, ArchivedSessions))
 
     async def _derive(
@@ -268,26 +281,26 @@ class HarvestEngine:
         try:
             response = await self.ingest.WriteMemory(request, metadata=_as_harvest())
         except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            if reason_of(exc) == reasons_pb.ERROR_REASON_TOMBSTONED:
                 # A deleted session stays deleted: ingest refuses its source while the tombstone stands.
-                detail = f"tombstoned: {exc.details()}"
-                await self._record(
+                return await self._skip(
                     ref,
-                    "skipped",
-                    detail,
+                    pb.SKIP_REASON_TOMBSTONED,
+                    f"tombstoned: {exc.details()}",
+                    "tombstoned",
                     cwd=session.cwd,
                     workspace=workspace,
                     harvested=(ref, mtime),
                     fingerprint=session.fingerprint,
                 )
-                return Outcome("skipped", "tombstoned")
-            await self._record(ref, "failed", f"ingest: {exc.code().name}: {exc.details()}", attempts=True)
-            return Outcome("failed", f"ingest: {exc.code().name}: {exc.details()}")
+            failure = f"ingest: {exc.code().name}: {exc.details()}"
+            await self._record(ref, Record(pb.SOURCE_STATE_FAILED, failure), attempts=True)
+            return _failed(failure)
         memory = response.memory
         outcome = {
-            ingest_pb.WRITE_OUTCOME_CREATED: "harvested",
-            ingest_pb.WRITE_OUTCOME_NEW_VERSION: "new_version",
-        }.get(response.outcome, "unchanged")
+            ingest_pb.WRITE_OUTCOME_CREATED: pb.RUN_OUTCOME_HARVESTED,
+            ingest_pb.WRITE_OUTCOME_NEW_VERSION: pb.RUN_OUTCOME_NEW_VERSION,
+        }.get(response.outcome, pb.RUN_OUTCOME_UNCHANGED)
         await self._write_extracted(session, workspace, uri, memory.id, content if summarizer != TRANSCRIPT else "")
         # A copy read back from the archive stays as it is (its age decides its retention).
         archive = None if from_archive else await self._archive(session)
@@ -295,8 +308,7 @@ class HarvestEngine:
             detail = detail or f"re-derived from the archive ({self.derived_with})"
         await self._record(
             ref,
-            "harvested",
-            detail or f"version {memory.version}",
+            Record(pb.SOURCE_STATE_HARVESTED, detail or f"version {memory.version}"),
             cwd=session.cwd,
             workspace=workspace,
             memory_id=memory.id,
@@ -306,7 +318,13 @@ class HarvestEngine:
             archive=archive,
             fingerprint=session.fingerprint,
         )
-        log.info("session_harvested", agent=ref.agent, session_id=ref.key, outcome=outcome, memory_id=memory.id)
+        log.info(
+            "session_harvested",
+            agent=ref.agent,
+            session_id=ref.key,
+            outcome=enum_label(pb.RunOutcome, outcome),
+            memory_id=memory.id,
+        )
         return Outcome(outcome, detail, memory.id)
 
     async def _write_extracted(self, session: Session, workspace: str, uri: str, memory_id: str, summary: str) -> None:
@@ -352,11 +370,7 @@ class HarvestEngine:
             return
         evicted = await asyncio.to_thread(self.archive.evict)
         if evicted:
-            await self.pool.execute(
-                "UPDATE harvest_sources SET archive_evicted_at = now(), archive_path = NULL, archive_bytes = NULL "
-                "WHERE archive_path = ANY($1::text[])",
-                [str(p) for p in evicted],
-            )
+            await sources.archive_evicted(self.pool, [str(p) for p in evicted])
 
     # -- placement --------------------------------------------------------------------------
 
@@ -374,7 +388,7 @@ class HarvestEngine:
                     search_pb.ResolveWorkspaceRequest(workspace=path), metadata=_as_harvest()
                 )
             except grpc.aio.AioRpcError as exc:
-                if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+                if reason_of(exc) not in _NOT_A_WORKSPACE:
                     raise
                 continue
             workspace = response.workspace.id
@@ -390,64 +404,17 @@ class HarvestEngine:
 
     # -- harvest's own state --------------------------------------------------------------------
 
-    async def _seen(self, ref: SourceRef) -> asyncpg.Record | None:
-        return await self.pool.fetchrow(
-            """
-            INSERT INTO harvest_sources (agent, session_id, path, size, mtime, state)
-            VALUES ($1, $2, $3, $4, $5, 'idle')
-            ON CONFLICT (agent, session_id) DO UPDATE SET path = $3, size = $4, mtime = $5, last_seen_at = now()
-            RETURNING *
-            """,
-            ref.agent,
-            ref.key,
-            ref.path,
-            ref.size,
-            datetime.fromtimestamp(ref.mtime, UTC),
-        )
+    async def _record(self, ref: SourceRef, outcome: Record, **fields: Any) -> None:
+        await sources.record(self.pool, ref, outcome, **fields)
 
-    async def _record(
-        self,
-        ref: SourceRef,
-        state: str,
-        detail: str,
-        *,
-        cwd: str | None = None,
-        workspace: str | None = None,
-        memory_id: str | None = None,
-        final: bool = True,
-        attempts: bool = False,
-        harvested: tuple[SourceRef, datetime] | None = None,
-        archive: tuple[str, int] | None = None,
-        fingerprint: str | None = None,
-        derived_with: str | None = None,
-    ) -> None:
-        values: dict[str, Any] = {"state": state, "detail": detail, "final": final}
-        if derived_with is not None:
-            values["derived_with"] = derived_with
-        if fingerprint is not None:
-            values["content_hash"] = fingerprint
-        if cwd is not None:
-            values["cwd"] = cwd
-        if workspace is not None:
-            values["workspace_id"] = workspace
-        if memory_id:
-            values["memory_id"] = memory_id
-        if harvested is not None:
-            values["harvested_size"] = harvested[0].size
-            values["harvested_mtime"] = harvested[1]
-            values["harvested_at"] = datetime.now(UTC)
-        if archive is not None:
-            values["archive_path"], values["archive_bytes"] = archive
-            values["archived_at"] = datetime.now(UTC)
-        columns = list(values)
-        assignments = ", ".join(f"{column} = ${i}" for i, column in enumerate(columns, start=3))
-        bump = ", attempts = attempts + 1" if attempts else ", attempts = 0"
-        await self.pool.execute(
-            f"UPDATE harvest_sources SET {assignments}{bump} WHERE agent = $1 AND session_id = $2",
-            ref.agent,
-            ref.key,
-            *[values[c] for c in columns],
-        )
+    async def _skip(self, ref: SourceRef, skip: int, detail: str, shown: str, **fields: Any) -> Outcome:
+        """Records a deliberate skip (`detail` for the status) and reports it (`shown` for the run)."""
+        await self._record(ref, Record(pb.SOURCE_STATE_SKIPPED, detail, skip), **fields)
+        return Outcome(pb.RUN_OUTCOME_SKIPPED, shown, skip=skip)
+
+
+# What a path that is no registered workspace's answers when resolved: the session stays unplaced.
+_NOT_A_WORKSPACE = (reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND, reasons_pb.ERROR_REASON_INVALID_ARGUMENT)
 
 
 def _summary_session(session: Session, summary: str) -> Session:

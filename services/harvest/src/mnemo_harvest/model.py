@@ -9,7 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-AGENTS = ("claude-code", "codex", "opencode", "pi")
+from mnemo.harvest.v1 import harvest_service_pb2 as pb
+from mnemo_platform import enum_labels
+
+# The agents harvest knows: the labels of the Agent enum ("claude-code", "codex", ...).
+AGENTS = tuple(enum_labels(pb.Agent))
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,13 @@ import asyncpg
 
 from mnemo.harvest.v1 import harvest_service_pb2 as pb
 from mnemo.harvest.v1 import harvest_service_pb2_grpc as pb_grpc
+from mnemo_harvest import sources
 from mnemo_harvest.engine import HarvestEngine
 from mnemo_harvest.model import AGENTS
 from mnemo_harvest.readers import reader_roots
-from mnemo_platform import InvalidArgument, current_call
-from mnemo_store import Params, caller_reach, workspace_clause
+from mnemo_platform import InvalidArgument, current_call, enum_value
+from mnemo_store import caller_reach
 from mnemo_wire import timestamp
-
-STATES = ("active", "idle", "harvested", "skipped", "failed")
 
 
 class HarvestServicer(pb_grpc.HarvestServiceServicer):
@@ -35,24 +34,12 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:
         caller = current_call()
         # A token sees the sessions of its own workspaces; the unplaced ones only an all-workspace caller.
-        params = Params()
-        rows = await self.pool.fetch(
-            f"SELECT * FROM harvest_sources WHERE {workspace_clause(caller_reach(), params, 'workspace_id')} "
-            "ORDER BY mtime DESC NULLS LAST",
-            *params.values,
-        )
-        unregistered = (
-            await self.pool.fetch(
-                "SELECT DISTINCT cwd FROM harvest_sources WHERE state = 'skipped' AND detail LIKE 'no-workspace:%' "
-                "AND cwd IS NOT NULL ORDER BY cwd"
-            )
-            if caller.all_workspaces
-            else []
-        )
+        rows = await sources.within(self.pool, caller_reach())
+        unregistered = await sources.unregistered_dirs(self.pool) if caller.all_workspaces else []
         response = pb.StatusResponse(
             interval_s=self.engine.settings.interval_s,
             idle_s=self.engine.settings.idle_s,
-            unregistered=[r["cwd"] for r in unregistered],
+            unregistered=unregistered,
             archive_bytes=self._archive_bytes(caller.all_workspaces, rows),
             paused=self.engine.paused,
         )
@@ -61,17 +48,19 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
         for agent in AGENTS:
             mine = [r for r in rows if r["agent"] == agent]
             states = Counter(r["state"] for r in mine)
-            reasons = Counter((r["detail"] or "other").split(":")[0] for r in mine if r["state"] == "skipped")
+            skipped = sources.state_label(pb.SOURCE_STATE_SKIPPED)
+            reasons = Counter(r["skip_reason"] or "other" for r in mine if r["state"] == skipped)
+            failed = sources.state_label(pb.SOURCE_STATE_FAILED)
             response.agents.add(
                 agent=agent,
                 enabled=agent in self.engine.readers,
                 roots=reader_roots(agent, self.engine.settings),
                 sources_seen=len(mine),
-                harvested=states["harvested"],
-                active=states["active"],
-                failed=states["failed"],
+                harvested=states[sources.state_label(pb.SOURCE_STATE_HARVESTED)],
+                active=states[sources.state_label(pb.SOURCE_STATE_ACTIVE)],
+                failed=states[failed],
                 skipped=dict(reasons),
-                failures=[_source(r) for r in mine if r["state"] == "failed"][:10],
+                failures=[_source(r) for r in mine if r["state"] == failed][:10],
             )
         return response
 
@@ -84,8 +73,9 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
         return sum(r["archive_bytes"] or 0 for r in rows)
 
     async def ListSources(self, request: pb.ListSourcesRequest, context: Any) -> pb.ListSourcesResponse:
-        if request.state and request.state not in STATES:
-            raise InvalidArgument(f"state must be one of {', '.join(STATES)}")
+        enum_value(pb.SourceState, request.state, "state")  # a clear INVALID_ARGUMENT for an unknown state
+        if request.agent:
+            enum_value(pb.Agent, request.agent, "agent")
         if request.page_size < 0:
             raise InvalidArgument("page_size must not be negative")
         size = min(request.page_size or 50, 500)
@@ -95,18 +85,7 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
                 raise ValueError
         except ValueError:
             raise InvalidArgument("page_token is not valid; pass the next_page_token of a previous page") from None
-        params = Params()
-        agent, state = params.bind(request.agent), params.bind(request.state)
-        rows = await self.pool.fetch(
-            f"""
-            SELECT * FROM harvest_sources
-            WHERE ({agent} = '' OR agent = {agent}) AND ({state} = '' OR state = {state})
-              AND {workspace_clause(caller_reach(), params, "workspace_id")}
-            ORDER BY mtime DESC NULLS LAST, agent, session_id
-            LIMIT {params.bind(size + 1)} OFFSET {params.bind(offset)}
-            """,
-            *params.values,
-        )
+        rows = await sources.page(self.pool, caller_reach(), request.agent, request.state, size + 1, offset)
         page = rows[:size]
         return pb.ListSourcesResponse(
             sources=[_source(r) for r in page], next_page_token=str(offset + size) if len(rows) > size else ""
@@ -125,4 +104,5 @@ def _source(r: asyncpg.Record) -> pb.Source:
         size=r["size"],
         updated_at=timestamp(r["mtime"]),
         harvested_at=timestamp(r["harvested_at"]),
+        skip_reason=r["skip_reason"] or "",
     )

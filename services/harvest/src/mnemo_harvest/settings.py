@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from mnemo_harvest.model import AGENTS
 from mnemo_platform.settings import (
     SettingsError,
     parse_bool,
@@ -95,7 +96,7 @@ class HarvestSettings:
         return [a.strip() for a in self.agents.split(",") if a.strip()]
 
     def validate(self) -> None:
-        unknown = [a for a in self.enabled_agents if a not in ("claude-code", "codex", "opencode", "pi")]
+        unknown = [a for a in self.enabled_agents if a not in AGENTS]
         if unknown:
             raise SettingsError(f"invalid configuration: MNEMO_HARVEST_AGENTS names unknown agents {unknown}")
 

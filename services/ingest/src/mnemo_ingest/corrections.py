@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import asyncpg
 import structlog
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft
 from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, current_call
@@ -79,7 +80,9 @@ class Corrections:
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
             if ws.id == GLOBAL_WORKSPACE:
-                raise FailedPrecondition(f"memory {old_id} is already in global")
+                raise FailedPrecondition(
+                    f"memory {old_id} is already in global", reasons_pb.ERROR_REASON_ALREADY_EXISTS
+                )
             shared = await resolve_for_write(conn, GLOBAL_WORKSPACE)
             old = await self.steps.locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="promote")
             if old["suspicious"] and old["status"] != "confirmed":
@@ -206,7 +209,8 @@ class Corrections:
         if not force:
             raise FailedPrecondition(
                 "purge erases the content and every version for good and cannot be undone; pass force=true "
-                "(CLI: --force). To hide a memory reversibly, delete it instead"
+                "(CLI: --force). To hide a memory reversibly, delete it instead",
+                reasons_pb.ERROR_REASON_FORCE_REQUIRED,
             )
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
@@ -223,7 +227,7 @@ class Corrections:
 
     async def _tombstone(self, conn: asyncpg.Connection, row: asyncpg.Record, reason: str | None) -> asyncpg.Record:
         if row["deleted_at"] is not None:
-            raise FailedPrecondition(f"memory {row['id']} is already deleted")
+            raise FailedPrecondition(f"memory {row['id']} is already deleted", reasons_pb.ERROR_REASON_MEMORY_DELETED)
         snapshot = {
             "status": row["status"],
             "status_reason": row["status_reason"],

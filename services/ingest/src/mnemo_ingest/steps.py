@@ -11,6 +11,7 @@ from datetime import datetime
 import asyncpg
 import structlog
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_embed import Embedder, chunk_text
 from mnemo_ingest.indexing import compound_parts
 from mnemo_ingest.validation import Draft, screened
@@ -65,7 +66,10 @@ class Steps:
         if row is None:
             purged = await tombstones.purged_at(conn, memory_id, ws.id)
             if purged is not None:
-                raise NotFound(f"memory {memory_id} was purged at {purged:%Y-%m-%d %H:%M} UTC; nothing of it remains")
+                raise NotFound(
+                    f"memory {memory_id} was purged at {purged:%Y-%m-%d %H:%M} UTC; nothing of it remains",
+                    reasons_pb.ERROR_REASON_PURGED,
+                )
             if ws.id != GLOBAL_WORKSPACE and await db.memory_is_in(conn, memory_id, GLOBAL_WORKSPACE):
                 raise NotFound(
                     f"memory {memory_id} is not in workspace {ws.name!r} but in the shared global scope, which "
@@ -75,10 +79,13 @@ class Steps:
         if row["deleted_at"] is not None and not deleted:
             raise NotFound(
                 f"memory {memory_id} was deleted at {row['deleted_at']:%Y-%m-%d %H:%M} UTC; "
-                f"restore it first (mnemo restore {memory_id})"
+                f"restore it first (mnemo restore {memory_id})",
+                reasons_pb.ERROR_REASON_MEMORY_DELETED,
             )
         if statuses is not None and row["status"] not in statuses:
-            raise FailedPrecondition(f"cannot {verb} memory {memory_id}: it {db.status_phrase(row)}")
+            raise FailedPrecondition(
+                f"cannot {verb} memory {memory_id}: it {db.status_phrase(row)}", db.status_reason(row)
+            )
         return row
 
     async def refuse_tombstoned_source(self, conn: asyncpg.Connection, ws: WorkspaceRow, source_uri: str) -> None:
@@ -90,11 +97,13 @@ class Steps:
         if stone["purged_at"] is not None:
             raise FailedPrecondition(
                 f"source {source_uri!r} was deleted by {stone['principal']} at {when} and purged: nothing from it "
-                "may be written to this workspace again (write it under another source_uri if it is truly wanted)"
+                "may be written to this workspace again (write it under another source_uri if it is truly wanted)",
+                reasons_pb.ERROR_REASON_TOMBSTONED,
             )
         raise FailedPrecondition(
             f"source {source_uri!r} was deleted by {stone['principal']} at {when}: writes from it are refused "
-            f"while its tombstone stands; restore memory {stone['memory_id']} to bring it back"
+            f"while its tombstone stands; restore memory {stone['memory_id']} to bring it back",
+            reasons_pb.ERROR_REASON_TOMBSTONED,
         )
 
     async def insert(

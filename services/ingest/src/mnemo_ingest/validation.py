@@ -11,6 +11,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from mnemo.common.v1 import common_pb2
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_guard import screen
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_label
@@ -42,7 +43,10 @@ def check_content(content: str, max_bytes: int) -> str:
         raise InvalidArgument("content is required and must not be blank")
     size = len(content.encode("utf-8", errors="surrogatepass"))
     if size > max_bytes:
-        raise InvalidArgument(f"content is {size} bytes; the limit is {max_bytes} (MNEMO_MAX_CONTENT_BYTES)")
+        raise InvalidArgument(
+            f"content is {size} bytes; the limit is {max_bytes} (MNEMO_MAX_CONTENT_BYTES)",
+            reasons_pb.ERROR_REASON_TOO_LARGE,
+        )
     try:
         content.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -83,7 +87,9 @@ def check_metadata(message: Any) -> dict[str, Any]:
     if "\\u0000" in encoded:
         raise InvalidArgument("metadata contains NUL characters (U+0000), which cannot be stored")
     if len(encoded) > MAX_METADATA_BYTES:
-        raise InvalidArgument(f"metadata is {len(encoded)} bytes as JSON; at most {MAX_METADATA_BYTES}")
+        raise InvalidArgument(
+            f"metadata is {len(encoded)} bytes as JSON; at most {MAX_METADATA_BYTES}", reasons_pb.ERROR_REASON_TOO_LARGE
+        )
     return metadata
 
 

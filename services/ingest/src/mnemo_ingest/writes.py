@@ -9,6 +9,7 @@ from typing import Literal
 import asyncpg
 import structlog
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_ingest.steps import Steps, audit_details
 from mnemo_ingest.validation import Draft, check_content, check_metadata, check_tags, check_title, content_hash
 from mnemo_ingest.validation import redacted_text as redact_field
@@ -90,7 +91,8 @@ class Writes:
                 if row["content_hash"] != draft.content_hash:
                     raise AlreadyExists(
                         f"idempotency key {draft.idempotency_key!r} was already used for memory {row['id']} "
-                        "with different content; use a new key for a new write"
+                        "with different content; use a new key for a new write",
+                        reasons_pb.ERROR_REASON_IDEMPOTENCY_KEY_REUSED,
                     )
                 return Written(await db.fetch_memory(conn, row["id"]), "replayed")
         if draft.source_uri:
@@ -162,7 +164,8 @@ class Writes:
             if edit.expected_version and edit.expected_version != row["version"]:
                 raise FailedPrecondition(
                     f"memory {memory_id} is at version {row['version']}, not {edit.expected_version}; "
-                    "read it again before updating"
+                    "read it again before updating",
+                    reasons_pb.ERROR_REASON_VERSION_CONFLICT,
                 )
             title = row["title"] if edit.title is None else edit.title
             tags = list(row["tags"]) if edit.tags is None else edit.tags

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from mnemo.common.v1 import common_pb2
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.search.v1 import search_service_pb2 as pb
 from mnemo.search.v1 import search_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder
@@ -131,25 +132,33 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         ws = await resolve_for_read(self.pool, request.workspace)
         row = await reads.read_memory(self.pool, in_workspace(scope, ws), memory_id, with_content=True)
         if row is None:
-            raise NotFound(await self._why_not_found(ws, memory_id, scope))
+            raise await self._not_found(ws, memory_id, scope)
         return pb.GetMemoryResponse(memory=memory_message(row, with_content=True, trust=self.trust))
 
-    async def _why_not_found(self, ws: WorkspaceRow, memory_id: uuid.UUID, scope: Scope) -> str:
+    async def _not_found(self, ws: WorkspaceRow, memory_id: uuid.UUID, scope: Scope) -> NotFound:
         """Within what the caller reads, say why a memory is not readable; elsewhere, nothing."""
         row = await reads.memory_within(self.pool, reach_in(ws), memory_id)
         if row is None:
             if await tombstones.purged_at(self.pool, memory_id, ws.id) is not None:
-                return f"memory {memory_id} was purged; nothing of it remains"
-            return f"memory {memory_id} not found in workspace {ws.name!r}"
+                return NotFound(f"memory {memory_id} was purged; nothing of it remains", reasons_pb.ERROR_REASON_PURGED)
+            return NotFound(f"memory {memory_id} not found in workspace {ws.name!r}")
         if row["deleted_at"] is not None:
-            return f"memory {memory_id} was deleted; restore it to read it (mnemo restore {memory_id})"
+            return NotFound(
+                f"memory {memory_id} was deleted; restore it to read it (mnemo restore {memory_id})",
+                reasons_pb.ERROR_REASON_MEMORY_DELETED,
+            )
         if scope.as_of is not None and row["created_at"] > scope.as_of:
-            return f"memory {memory_id} did not exist yet at {scope.as_of.isoformat()}"
+            return NotFound(f"memory {memory_id} did not exist yet at {scope.as_of.isoformat()}")
         if not scope.include_history and row["status"] not in VISIBLE_STATUSES:
-            return f"memory {memory_id} {db.status_phrase(row)}; pass include_history (CLI: --history) to read it"
+            return NotFound(
+                f"memory {memory_id} {db.status_phrase(row)}; pass include_history (CLI: --history) to read it",
+                db.status_reason(row),
+            )
         if scope.valid_at is not None:
-            return f"memory {memory_id} was not valid at {scope.valid_at.isoformat()} (see its valid_from/valid_to)"
-        return f"memory {memory_id} is outside the requested time (as_of)"
+            return NotFound(
+                f"memory {memory_id} was not valid at {scope.valid_at.isoformat()} (see its valid_from/valid_to)"
+            )
+        return NotFound(f"memory {memory_id} is outside the requested time (as_of)")
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context: Any) -> pb.ListMemoriesResponse:
         size = self._limit(request.page_size, "page_size")
@@ -170,7 +179,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         async with self.pool.acquire() as conn:
             row = await reads.read_memory(conn, everything, memory_id, with_content=False)
             if row is None:
-                raise NotFound(await self._why_not_found(ws, memory_id, everything))
+                raise await self._not_found(ws, memory_id, everything)
             versions = await db.versions_of(conn, memory_id)
             states = await db.states_of(conn, memory_id)
             events = await reads.audit_events(

@@ -80,7 +80,7 @@ class RunRequest(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., ignore_idle: _Optional[bool] = ...) -> None: ...
 
 class RunProgress(_message.Message):
-    __slots__ = ("agent", "session_id", "outcome", "detail", "index", "total", "done", "harvested", "skipped", "failed", "memory_id")
+    __slots__ = ("agent", "session_id", "outcome", "detail", "index", "total", "done", "harvested", "skipped", "failed", "memory_id", "skip_reason")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class RunProgress(_message.Message):
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SKIP_REASON_FIELD_NUMBER: _ClassVar[int]
     agent: str
     session_id: str
     outcome: str
@@ -103,7 +104,8 @@ class RunProgress(_message.Message):
     skipped: int
     failed: int
     memory_id: str
-    def __init__(self, agent: _Optional[str] = ..., session_id: _Optional[str] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ..., index: _Optional[int] = ..., total: _Optional[int] = ..., done: _Optional[bool] = ..., harvested: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ..., memory_id: _Optional[str] = ...) -> None: ...
+    skip_reason: str
+    def __init__(self, agent: _Optional[str] = ..., session_id: _Optional[str] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ..., index: _Optional[int] = ..., total: _Optional[int] = ..., done: _Optional[bool] = ..., harvested: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ..., memory_id: _Optional[str] = ..., skip_reason: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
@@ -157,7 +159,7 @@ class StatusResponse(_message.Message):
     def __init__(self, agents: _Optional[_Iterable[_Union[AgentStatus, _Mapping]]] = ..., last_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., interval_s: _Optional[float] = ..., idle_s: _Optional[float] = ..., unregistered: _Optional[_Iterable[str]] = ..., archive_bytes: _Optional[int] = ..., paused: _Optional[str] = ...) -> None: ...
 
 class Source(_message.Message):
-    __slots__ = ("agent", "session_id", "path", "workspace_id", "state", "detail", "memory_id", "size", "updated_at", "harvested_at")
+    __slots__ = ("agent", "session_id", "path", "workspace_id", "state", "detail", "memory_id", "size", "updated_at", "harvested_at", "skip_reason")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +170,7 @@ class Source(_message.Message):
     SIZE_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     HARVESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    SKIP_REASON_FIELD_NUMBER: _ClassVar[int]
     agent: str
     session_id: str
     path: str
@@ -178,7 +181,8 @@ class Source(_message.Message):
     size: int
     updated_at: _timestamp_pb2.Timestamp
     harvested_at: _timestamp_pb2.Timestamp
-    def __init__(self, agent: _Optional[str] = ..., session_id: _Optional[str] = ..., path: _Optional[str] = ..., workspace_id: _Optional[str] = ..., state: _Optional[str] = ..., detail: _Optional[str] = ..., memory_id: _Optional[str] = ..., size: _Optional[int] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., harvested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    skip_reason: str
+    def __init__(self, agent: _Optional[str] = ..., session_id: _Optional[str] = ..., path: _Optional[str] = ..., workspace_id: _Optional[str] = ..., state: _Optional[str] = ..., detail: _Optional[str] = ..., memory_id: _Optional[str] = ..., size: _Optional[int] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., harvested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_reason: _Optional[str] = ...) -> None: ...
 
 class ListSourcesRequest(_message.Message):
     __slots__ = ("agent", "state", "page_size", "page_token")
