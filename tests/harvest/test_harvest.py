@@ -12,6 +12,8 @@ import uuid
 from pathlib import Path
 
 import asyncpg
+import grpc
+import pytest
 import zstandard
 
 from mnemo.common.v1 import common_pb2
@@ -120,7 +122,9 @@ async def test_a_deleted_session_is_never_derived_again(postgres: Postgres, tmp_
             assert again.outcome in ("skipped", "unchanged") and "tombstoned" in again.detail + "tombstoned"
         session.user("more petrel talk").assistant("more petrel answers").write()  # it grows: still deleted
         grown = await h.outcome(session.session_id)
-        assert grown.outcome == "skipped" and grown.detail == "tombstoned"
+        assert grown.outcome == "skipped" and grown.detail == "tombstoned" and grown.skip_reason == "tombstoned"
+        (source,) = (await h.harvest.ListSources(hpb.ListSourcesRequest(state="skipped"))).sources
+        assert (source.session_id, source.skip_reason) == (session.session_id, "tombstoned")
         # A restart of the harvest service changes nothing: the rule lives in ingest.
         await h.stack.harvest.stop()
         await h.stack.harvest.start()
@@ -141,13 +145,23 @@ async def test_unregistered_directories_are_skipped_and_listed(harvest: Harvest)
     session = conversation(harvest.projects, "/work/unregistered/app", "tern").write()
     skipped = await harvest.outcome(session.session_id)
     assert skipped.outcome == "skipped" and skipped.detail == "no-workspace: /work/unregistered/app"
+    assert skipped.skip_reason == "no-workspace"
     status = await harvest.harvest.Status(hpb.StatusRequest())
     assert "/work/unregistered/app" in status.unregistered
     claude = next(a for a in status.agents if a.agent == "claude-code")
     assert claude.enabled and claude.skipped["no-workspace"] >= 1
-    # Registering the project lets the next run harvest it.
+    # Registering the project lets the next run harvest it, and the skip reason goes with the skip.
     await register(harvest, "/work/unregistered")
-    assert (await harvest.outcome(session.session_id)).outcome == "harvested"
+    done = await harvest.outcome(session.session_id)
+    assert (done.outcome, done.skip_reason) == ("harvested", "")
+    listed = await harvest.harvest.ListSources(hpb.ListSourcesRequest(agent="claude-code", state="harvested"))
+    assert [(s.session_id, s.skip_reason) for s in listed.sources if s.session_id == session.session_id] == [
+        (session.session_id, "")
+    ]
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await harvest.harvest.ListSources(hpb.ListSourcesRequest(state="finished"))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "state must be one of active, idle, harvested, skipped, failed" in str(refused.value.details())
 
 
 async def test_auto_register_creates_the_workspace(postgres: Postgres, tmp_path: Path) -> None:

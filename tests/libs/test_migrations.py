@@ -84,3 +84,36 @@ async def test_starting_against_another_embedding_space_is_a_clear_error(postgre
     with pytest.raises(EmbeddingSpaceMismatch, match="32 dimensions"):
         await app.start()
     assert app.server is None
+
+
+async def test_the_skip_reason_migration_carries_over_the_reasons_written_as_message_prefixes(
+    postgres: Postgres,
+) -> None:
+    dsn = await postgres.create_database()
+    conn = await asyncpg.connect(dsn)
+    try:
+        migrations = load_migrations()
+        upto = next(i for i, m in enumerate(migrations) if m.name == "0006_harvest_skip_reason.sql")
+        await apply_migrations(conn, migrations[:upto])
+        rows = [
+            ("a", "skipped", "no-workspace: /work/x"),
+            ("b", "skipped", "tombstoned: source was deleted"),
+            ("c", "skipped", "self-capture: a session of Mnemo's own"),
+            ("d", "failed", "ingest: UNAVAILABLE: down"),  # not skipped: no reason
+            ("e", "skipped", "something else: unknown"),  # not a known reason: left empty, not guessed
+        ]
+        await conn.executemany(
+            "INSERT INTO harvest_sources (agent, session_id, path, state, detail) VALUES ('codex', $1, '/p', $2, $3)",
+            rows,
+        )
+        await apply_migrations(conn, migrations)
+        got = await conn.fetch("SELECT session_id, skip_reason FROM harvest_sources ORDER BY session_id")
+        assert [(r["session_id"], r["skip_reason"]) for r in got] == [
+            ("a", "no-workspace"),
+            ("b", "tombstoned"),
+            ("c", "self-capture"),
+            ("d", None),
+            ("e", None),
+        ]
+    finally:
+        await conn.close()
