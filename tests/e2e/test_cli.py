@@ -5,8 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 
+import httpx
+import pytest
+
+from mnemo_cli.client import GatewayClient
+from mnemo_cli.errors import ClientError
 from mnemo_server.stack import Stack
 from tests.helpers import MNEMO, mnemo
 
@@ -60,7 +66,8 @@ async def test_the_cli_round_trip(hash_stack: Stack, tmp_path: Path) -> None:
 
 async def test_cli_errors_are_one_line_with_the_reason(hash_stack: Stack) -> None:
     code, _, err = await mnemo(hash_stack, "get", "not-a-uuid")
-    assert code == 1 and err.startswith("mnemo: INVALID_ARGUMENT: id 'not-a-uuid' is not a memory id")
+    assert code == 1, err
+    assert re.match(r"mnemo: INVALID_ARGUMENT( \([A-Z_]+\))?: id 'not-a-uuid' is not a memory id", err), err
     assert "Traceback" not in err
     code, _, err = await mnemo(hash_stack, "search", "x", "-w", "no-such-workspace")
     assert code == 1 and "mnemo workspace add" in err
@@ -74,3 +81,29 @@ async def test_cli_errors_are_one_line_with_the_reason(hash_stack: Stack) -> Non
     )
     _, err_bytes = await process.communicate()
     assert process.returncode == 1 and "uv run mnemo up" in err_bytes.decode()
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        # A gateway that sends no reason (as before it had them): the code alone.
+        ({"code": "NOT_FOUND", "message": "memory m1 was deleted"}, "NOT_FOUND: memory m1 was deleted"),
+        (
+            {"code": "FAILED_PRECONDITION", "reason": "TOMBSTONED", "message": "source is tombstoned"},
+            "FAILED_PRECONDITION (TOMBSTONED): source is tombstoned",
+        ),
+        # A reason that only repeats the code, or says nothing, is left out.
+        ({"code": "INVALID_ARGUMENT", "reason": "INVALID_ARGUMENT", "message": "bad"}, "INVALID_ARGUMENT: bad"),
+        ({"code": "NOT_FOUND", "reason": "UNSPECIFIED", "message": "gone"}, "NOT_FOUND: gone"),
+        ({"code": "NOT_FOUND", "reason": "", "message": "gone"}, "NOT_FOUND: gone"),
+    ],
+)
+def test_cli_error_line_names_the_reason_when_the_gateway_sends_one(error: dict[str, str], line: str) -> None:
+    client = GatewayClient("http://mnemo.test")
+    client._http = httpx.Client(
+        base_url="http://mnemo.test",
+        transport=httpx.MockTransport(lambda request: httpx.Response(404, json={"error": error})),
+    )
+    with pytest.raises(ClientError) as raised:
+        client.request("GET", "/memories/m1")
+    assert str(raised.value) == line

@@ -57,4 +57,16 @@ class GatewayClient:
         message = error.get("message") or response.text[:500] or response.reason_phrase
         if response.status_code == 401:
             message += " (set MNEMO_TOKEN to a token from `mnemo token create`)"
-        raise ClientError(f"{error.get('code', response.status_code)}: {message}")
+        raise ClientError(f"{_heading(error, response.status_code)}: {message}")
+
+
+def _heading(error: dict[str, Any], status_code: int) -> str:
+    """The status code, then the reason when the body has one that says more: `NOT_FOUND (TOMBSTONED)`.
+
+    Older gateways send no reason; a reason that only repeats the code (INVALID_ARGUMENT) is left out.
+    """
+    code = str(error.get("code", status_code))
+    reason = error.get("reason")
+    if not reason or reason in (code, "UNSPECIFIED"):
+        return code
+    return f"{code} ({reason})"

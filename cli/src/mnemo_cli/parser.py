@@ -1,0 +1,235 @@
+"""The `mnemo` command line: every subcommand, its arguments and the function that runs it.
+
+Options with a fixed set of values take their choices from the proto enums (choices.py). Loading
+the generated code costs more than the rest of the start-up, so the subcommands that have such an
+option add their arguments only when they are the one being parsed: `mnemo status`, `mnemo up`
+and `mnemo --help` never load it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mnemo_cli.commands import admin, harvest, memory, running
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose arguments may be added on first use (`deferred`), before it parses."""
+
+    def __init__(self, *args: Any, deferred: Callable[[Parser], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferred = deferred
+
+    def complete(self) -> Parser:
+        """Add the deferred arguments, once; afterwards the parser is whole (its help, its choices)."""
+        if self._deferred is not None:
+            add, self._deferred = self._deferred, None
+            add(self)
+        return self
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # A subcommand's parser is handed its arguments by the parent's subparsers action through
+        # here, so this is where a subcommand that was chosen becomes whole.
+        self.complete()
+        return super().parse_known_args(args, namespace)
+
+
+def _with_common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--workspace", "-w", help="workspace id, name or path (default: the server's default)")
+    p.add_argument("--json", action="store_true", help="print the raw JSON response")
+    return p
+
+
+def _with_time(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", action="store_true", help="include superseded, retracted... memories")
+    p.add_argument("--as-of", help="read as recorded at this time (ISO 8601)")
+    p.add_argument("--valid-at", help="only beliefs that held at this time (ISO 8601)")
+
+
+# -- the subcommands with enum choices, added when parsed ------------------------------------
+
+
+def _write_arguments(write: Parser) -> None:
+    from mnemo_cli.choices import KINDS
+
+    _with_common(write)
+    write.add_argument("content", nargs="?", help="the text; `-` or nothing reads stdin")
+    write.add_argument("--title", default="")
+    write.add_argument("--kind", choices=KINDS, default="note")
+    write.add_argument("--tag", action="append", help="a tag (repeatable)")
+    write.add_argument("--source-uri", default="")
+    write.add_argument("--valid-from", help="when the belief starts to hold (ISO 8601)")
+
+
+def _search_arguments(search: Parser) -> None:
+    from mnemo_cli.choices import KINDS, SEARCH_MODES
+
+    _with_common(search)
+    search.add_argument("query", nargs="+")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--kind", action="append", choices=KINDS)
+    search.add_argument("--tag", action="append")
+    search.add_argument("--explain", action="store_true", help="show per-leg ranks and scores")
+    _with_time(search)
+
+
+def _token_create_arguments(token_create: Parser) -> None:
+    from mnemo_cli.choices import ROLES
+
+    token_create.add_argument("--role", choices=ROLES, required=True)
+    token_create.add_argument(
+        "--workspace", "-w", action="append", help="a workspace it may touch (repeat for more; * for admins)"
+    )
+    token_create.add_argument("--principal", help="who holds it (default: the role's name)")
+    token_create.add_argument("--label", default="", help="a note: which machine or agent")
+    token_create.add_argument("--json", action="store_true")
+
+
+def _harvest_run_arguments(harvest_run: Parser) -> None:
+    from mnemo_cli.choices import AGENTS
+
+    harvest_run.add_argument("--agent", choices=AGENTS)
+    harvest_run.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
+    harvest_run.add_argument("--now", action="store_true", help="do not wait for sessions to be idle")
+    harvest_run.add_argument("--verbose", "-v", action="store_true", help="list skipped and unchanged sessions too")
+    harvest_run.add_argument("--json", action="store_true")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="mnemo", description="Long-term memory for AI coding agents.")
+    # Every parser below is a Parser: add_subparsers makes them of the parent's class.
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run everything: embedded PostgreSQL, ingest, search, harvest, gateway")
+    up.add_argument(
+        "--unsafe-no-auth",
+        action="store_true",
+        help="serve beyond loopback without tokens (MNEMO_UNSAFE_NO_AUTH): only behind something that authenticates",
+    )
+    up.set_defaults(func=running.cmd_up)
+    serve = sub.add_parser("serve", help="run one service alone (what Kubernetes runs)")
+    # The services of mnemo_server.serve; no proto enum lists them.
+    serve.add_argument("service", choices=["ingest", "search", "harvest", "gateway"])
+    serve.set_defaults(func=running.cmd_serve)
+
+    write = sub.add_parser(
+        "write", help="write a memory (content from the argument or stdin)", deferred=_write_arguments
+    )
+    write.set_defaults(func=memory.cmd_write)
+
+    update = _with_common(sub.add_parser("update", help="store a new version of a memory"))
+    update.add_argument("id")
+    update.add_argument("content", nargs="?", help="the new text; `-` or nothing reads stdin")
+    update.add_argument("--title")
+    update.set_defaults(func=memory.cmd_update)
+
+    search = sub.add_parser("search", help="search memories", deferred=_search_arguments)
+    search.set_defaults(func=memory.cmd_search)
+
+    get = _with_common(sub.add_parser("get", help="show one memory in full"))
+    get.add_argument("id")
+    _with_time(get)
+    get.set_defaults(func=memory.cmd_get)
+
+    supersede = _with_common(sub.add_parser("supersede", help="replace a belief with a successor"))
+    supersede.add_argument("id", help="the memory that no longer holds")
+    supersede.add_argument("content", nargs="?", help="the new belief; `-` or nothing reads stdin")
+    supersede.add_argument("--title", default="")
+    supersede.add_argument("--reason", default="", help="why the old belief no longer holds")
+    supersede.add_argument("--valid-from", help="when the new belief starts to hold (ISO 8601; default now)")
+    supersede.set_defaults(func=memory.cmd_supersede)
+
+    retract = _with_common(sub.add_parser("retract", help="mark a belief wrong, with no successor"))
+    retract.add_argument("id")
+    retract.add_argument("--reason", required=True)
+    retract.set_defaults(func=memory.cmd_retract)
+    promote = _with_common(sub.add_parser("promote", help="share a memory with every workspace via global (reviewer)"))
+    promote.add_argument("id")
+    promote.add_argument("--reason", required=True)
+    promote.set_defaults(func=memory.cmd_promote)
+
+    confirm = _with_common(sub.add_parser("confirm", help="confirm an active or candidate memory"))
+    confirm.add_argument("id")
+    confirm.add_argument("--reason", default="")
+    confirm.set_defaults(func=memory.cmd_confirm)
+
+    delete = _with_common(sub.add_parser("delete", help="delete: hidden everywhere, restorable, source tombstoned"))
+    delete.add_argument("id")
+    delete.add_argument("--reason", required=True)
+    delete.set_defaults(func=memory.cmd_delete)
+
+    restore = _with_common(sub.add_parser("restore", help="undo a deletion that was not purged"))
+    restore.add_argument("id")
+    restore.set_defaults(func=memory.cmd_restore)
+
+    purge = _with_common(sub.add_parser("purge", help="erase content and versions for good (needs --force)"))
+    purge.add_argument("id")
+    purge.add_argument("--force", action="store_true", help="required: a purge cannot be undone")
+    purge.add_argument("--reason", default="")
+    purge.set_defaults(func=memory.cmd_purge)
+
+    history = _with_common(sub.add_parser("history", help="a memory's versions and status changes"))
+    history.add_argument("id")
+    history.set_defaults(func=memory.cmd_history)
+
+    audit = sub.add_parser("audit", help="the audit log")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    audit_log = _with_common(audit_sub.add_parser("log", help="show events, newest first"))
+    audit_log.add_argument("--memory", default="", help="only this memory's events")
+    audit_log.add_argument("--limit", type=int, default=50)
+    audit_log.set_defaults(func=memory.cmd_audit_log)
+    audit_verify = _with_common(audit_sub.add_parser("verify", help="walk the hash chains (all, or --workspace)"))
+    audit_verify.set_defaults(func=memory.cmd_audit_verify)
+
+    status = _with_common(sub.add_parser("status", help="counts, embedding queue, embedder state"))
+    status.set_defaults(func=memory.cmd_status)
+
+    workspace = sub.add_parser("workspace", help="register and list workspaces")
+    ws_sub = workspace.add_subparsers(dest="workspace_command", required=True)
+    ws_add = ws_sub.add_parser("add", help="register a project directory (or a named scope with --name)")
+    ws_add.add_argument("path", nargs="?", help="project root (default: the current directory)")
+    ws_add.add_argument("--name", help="display name; alone, registers a named scope without a path")
+    ws_add.set_defaults(func=admin.cmd_workspace_add)
+    ws_list = ws_sub.add_parser("list", help="list workspaces")
+    ws_list.add_argument("--json", action="store_true")
+    ws_list.set_defaults(func=admin.cmd_workspace_list)
+
+    token = sub.add_parser("token", help="bearer tokens: create, list, revoke (admin)")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    token_create = token_sub.add_parser(
+        "create", help="issue a token; it is printed once", deferred=_token_create_arguments
+    )
+    token_create.set_defaults(func=admin.cmd_token_create)
+    token_list = token_sub.add_parser("list", help="every token, live and revoked")
+    token_list.add_argument("--json", action="store_true")
+    token_list.set_defaults(func=admin.cmd_token_list)
+    token_revoke = token_sub.add_parser("revoke", help="end a token at once")
+    token_revoke.add_argument("id")
+    token_revoke.set_defaults(func=admin.cmd_token_revoke)
+    redact = sub.add_parser("redact", help="re-apply the current redaction rules to stored memories (--rescan)")
+    redact.add_argument("--rescan", action="store_true", help="scan every stored memory (or one workspace's)")
+    redact.add_argument("--workspace", help="only this workspace (id, name or path); every workspace by default")
+    redact.add_argument("--dry-run", action="store_true", help="report what would be redacted, change nothing")
+    redact.add_argument("--json", action="store_true")
+    redact.set_defaults(func=admin.cmd_redact)
+    harvest_ = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
+    harvest_sub = harvest_.add_subparsers(dest="harvest_command", required=True)
+    harvest_run = harvest_sub.add_parser(
+        "run", help="harvest now (one pass), with a progress bar", deferred=_harvest_run_arguments
+    )
+    harvest_run.set_defaults(func=harvest.cmd_harvest_run)
+    harvest_status = harvest_sub.add_parser("status", help="per agent: seen, harvested, skipped (why), failed")
+    harvest_status.add_argument("--json", action="store_true")
+    harvest_status.set_defaults(func=harvest.cmd_harvest_status)
+
+    bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
+    # The modules of the checkout's bench/ package; no proto enum lists them.
+    bench.add_argument("benchmark", choices=["locomo", "latency", "harvest", "guard", "auth"])
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=running.cmd_bench)
+    return parser
