@@ -1,7 +1,7 @@
 """The `mnemo` command line: every subcommand, its arguments and the function that runs it.
 
 Options with a fixed set of values take their choices from the proto enums (choices.py). Loading
-the generated code costs more than the rest of the start-up, so the subcommands that have such an
+the generated code (protobuf) costs more than the rest of the start-up, so the subcommands that have such an
 option add their arguments only when they are the one being parsed: `mnemo status`, `mnemo up`
 and `mnemo --help` never load it.
 """

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from mnemo.common.v1 import options_pb2
-from mnemo_platform.errors import InvalidArgument
 
 
 def _prefix(enum: Any) -> str:
@@ -41,4 +40,7 @@ def enum_value(enum: Any, label: str, field: str) -> int:
     for value in enum.values():
         if value != 0 and enum_label(enum, value) == wanted:
             return int(value)
+    # Imported here: the errors load grpc, which a client reading only the labels (the CLI) does without.
+    from mnemo_platform.errors import InvalidArgument
+
     raise InvalidArgument(f"{field} must be one of {', '.join(enum_labels(enum))}; got {label!r}")
