@@ -1,11 +1,13 @@
-"""The README stays true: its configuration table is the code's, and CI runs its test command."""
+"""The README stays true: its configuration and error-reason tables are the code's, and CI runs its test command."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_cli.settings import ClientSettings
+from mnemo_platform import reason_name
 from mnemo_platform.config import LogSettings
 from mnemo_platform.settings import env_vars, markdown_table
 from mnemo_server.settings import SERVER_SETTINGS
@@ -32,6 +34,20 @@ def test_every_mnemo_variable_in_the_code_is_a_documented_setting() -> None:
         used |= set(re.findall(r"\bMNEMO_[A-Z_]+[A-Z]\b", path.read_text()))
     assert used - documented == set()
     assert "MNEMO_DATABASE_URL" in used  # positive control: the scan sees the code
+
+
+def readme_reasons(readme: str) -> list[str]:
+    """The first column of the README's error-reason table, in order."""
+    block = readme.split("<!-- error-reasons:start -->\n", 1)[1].split("<!-- error-reasons:end -->", 1)[0]
+    return re.findall(r"^\| `([A-Z_]+)` \|", block, re.MULTILINE)
+
+
+def test_the_error_reason_table_lists_exactly_the_error_reasons() -> None:
+    expected = [reason_name(v) for v in reasons_pb.ErrorReason.values() if v != reasons_pb.ERROR_REASON_UNSPECIFIED]
+    assert len(expected) >= 20 and "WORKSPACE_NOT_FOUND" in expected  # positive control: the enum is read
+    assert readme_reasons(README) == expected, "README error-reason table differs from errors.proto's ErrorReason"
+    # Positive control: a table missing a reason, or naming one the proto lacks, is caught.
+    assert readme_reasons(README.replace("| `TOMBSTONED` |", "| `TOMBSTONE` |")) != expected
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -1222,7 +1222,8 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
         texts = await gather_all([lambda c=c: call(c[0], {"id": c[1]}) for c in unknown])
         for (_, memory_id), result in zip(unknown, texts, strict=True):
             text = _tool_error(result)
-            assert text == f"NOT_FOUND: memory {memory_id} not found in workspace {caller.name!r}", text
+            expected = f"NOT_FOUND: memory {memory_id} not found in workspace {caller.name!r}"
+            assert text == f"{expected} (reason: MEMORY_NOT_FOUND)", text
         results = await gather_all(
             [
                 lambda t=t: call("memory_search", {"query": f"{t.keyword} {caller.keyword}", "limit": 100})

@@ -14,11 +14,15 @@ import httpx
 import pytest
 from mcp.client.client import Client
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_embed import HashEmbedder
+from mnemo_platform import reason_name
 from mnemo_server.stack import Stack
 from tests.helpers import MCP_HEADERS, MCP_TOOLS, Clients, Postgres, mcp_url, start_stack, table_counts, tool_json
 
 API = "/api/v1"
+# Every reason an error body may name: the ErrorReason names of errors.proto.
+REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
 LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 
@@ -31,6 +35,7 @@ def assert_clear_error(response: httpx.Response, status: int, fragment: str = ""
     body = response.json()
     error = body["error"]
     assert isinstance(error["code"], str) and error["code"]
+    assert error["reason"] in REASONS, error
     assert isinstance(error["message"], str) and len(error["message"]) > 5
     assert fragment in error["message"], error["message"]
     assert not LEAKS.search(response.text), response.text[:500]

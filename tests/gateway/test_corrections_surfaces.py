@@ -15,10 +15,14 @@ import httpx
 import pytest
 from mcp.client.client import Client
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_platform import reason_name
 from mnemo_server.stack import Stack
 from tests.helpers import MCP_TOOLS, Clients, mcp_url, table_counts, tool_json
 
 API = "/api/v1"
+# Every reason an error body may name: the ErrorReason names of errors.proto.
+REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
 LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 MISSING = str(uuid.UUID(int=7))
@@ -48,6 +52,7 @@ def assert_clear_error(response: httpx.Response, status: int, *fragments: str) -
     assert response.headers["content-type"].startswith("application/json"), response.headers["content-type"]
     error = response.json()["error"]
     assert isinstance(error["code"], str) and error["code"]
+    assert error["reason"] in REASONS, error
     assert isinstance(error["message"], str) and len(error["message"]) > 5
     for fragment in fragments:
         assert fragment in error["message"], error["message"]

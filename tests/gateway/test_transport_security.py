@@ -42,6 +42,8 @@ def assert_refused(response: httpx.Response, status: int, code: str, fragment: s
     assert response.headers["content-type"].startswith("application/json")
     error = response.json()["error"]
     assert error["code"] == code and fragment in error["message"], error
+    # A refused Host or Origin has no finer reason than its code; a wrong Content-Type is bad input.
+    assert error["reason"] == {"PERMISSION_DENIED": "UNSPECIFIED", "INVALID_ARGUMENT": "INVALID_ARGUMENT"}[code], error
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_platform import reason_name
 from mnemo_server.stack import Stack
 from tests.gateway.fuzz.strategies import (
     AIMED,
@@ -138,6 +140,10 @@ async def test_every_route_in_the_openapi_document_is_fuzzed(openapi: dict[str, 
 # -- what every answer must be ---------------------------------------------------------------------------------
 
 
+# Every reason an error body may name: the ErrorReason names of errors.proto.
+REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
+
+
 def assert_answer(status: int, content_type: str, body: bytes, log: list[dict[str, Any]]) -> None:
     """No error logged and below 500; a 4xx is the one JSON error shape and leaks nothing."""
     text = body.decode("utf-8", "replace")
@@ -150,6 +156,7 @@ def assert_answer(status: int, content_type: str, body: bytes, log: list[dict[st
     assert content_type.startswith("application/json"), (status, content_type, text[:300])
     error = json.loads(body)["error"]
     assert isinstance(error["code"], str) and error["code"], error
+    assert error["reason"] in REASONS, error
     assert isinstance(error["message"], str) and len(error["message"]) > 5, error
 
 

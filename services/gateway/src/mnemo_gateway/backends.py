@@ -1,8 +1,8 @@
-"""The gateway's one channel to each service, and the call wrapper that turns failures into CallError."""
+"""The gateway's one channel to each service, and the call wrappers that turn failures into CallError."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -55,14 +55,17 @@ class Backends:
 
 
 async def call(method: Callable[[Any], Awaitable[T]], request: Any) -> T:
-    """Makes one gRPC call; a failed call becomes a CallError with the service's message."""
+    """Makes one gRPC call; a failed call becomes a CallError with the service's message and reason."""
     try:
         return await method(request)
     except grpc.aio.AioRpcError as exc:
-        code = exc.code()
-        message = exc.details() or code.name
-        if code == grpc.StatusCode.UNAVAILABLE:
-            message = f"a Mnemo service is unavailable: {message}"
-        elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            message = "a Mnemo service did not answer in time"
-        raise CallError(code, message) from None
+        raise CallError.of_rpc(exc) from None
+
+
+async def streamed(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """A server-streaming call's messages; its failure, before or during the stream, a CallError."""
+    try:
+        async for message in stream:
+            yield message
+    except grpc.aio.AioRpcError as exc:
+        raise CallError.of_rpc(exc) from None

@@ -1,8 +1,21 @@
-"""gRPC status codes to HTTP: the one table, and the error every translation raises."""
+"""The gateway's one error type, its one JSON error body and the one gRPC status -> HTTP table.
+
+Every failure a caller sees, REST or MCP, from a service or from the gateway itself, says the
+same three things: `code` (the gRPC status name: how a generic client should react), `reason`
+(an ErrorReason name of mnemo/common/v1/errors.proto: what exactly went wrong, for callers that
+act on it) and `message` (for a person).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import grpc
+from fastapi.responses import JSONResponse
+
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_platform import MnemoError, reason_name, reason_of
 
 HTTP_STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.OK: 200,
@@ -25,17 +38,74 @@ HTTP_STATUS: dict[grpc.StatusCode, int] = {
 }
 
 
-class CallError(Exception):
-    """A failed operation, with the gRPC status it failed with and a message for the caller."""
+def error_body(code: grpc.StatusCode, reason: int, message: str, **extra: Any) -> dict[str, dict[str, Any]]:
+    """The one JSON error body: {"error": {"code": "NOT_FOUND", "reason": "WORKSPACE_NOT_FOUND", "message": ...}}."""
+    return {"error": {"code": code.name, "reason": reason_name(reason), "message": message, **extra}}
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+
+def error_response(
+    code: grpc.StatusCode,
+    reason: int,
+    message: str,
+    status: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """An HTTP error response with the one body; its status is the table's unless HTTP needs a finer one
+    (413 for a body too large, 405 for a method a route lacks, 421 for a misdirected Host)."""
+    return JSONResponse(
+        error_body(code, reason, message, **extra),
+        status_code=status or HTTP_STATUS.get(code, 500),
+        headers=headers,
+    )
+
+
+class CallError(Exception):
+    """A failed operation: the gRPC status it failed with, its ErrorReason, and a message for the caller."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, reason: int) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.reason = reason
+
+    @classmethod
+    def invalid(cls, message: str) -> CallError:
+        """Input the gateway refuses before any service sees it."""
+        return cls(grpc.StatusCode.INVALID_ARGUMENT, message, reasons_pb.ERROR_REASON_INVALID_ARGUMENT)
+
+    @classmethod
+    def of(cls, exc: MnemoError) -> CallError:
+        """A platform error raised in the gateway itself (a label no enum has, say)."""
+        return cls(exc.code, exc.message, exc.reason)
+
+    @classmethod
+    def of_rpc(cls, exc: grpc.aio.AioRpcError) -> CallError:
+        """A failed gRPC call, with the reason the service sent."""
+        code = exc.code()
+        message = exc.details() or code.name
+        reason = reason_of(exc)
+        # The channel reports these itself when no service answered, so no reason came with them.
+        if code == grpc.StatusCode.UNAVAILABLE:
+            message = f"a Mnemo service is unavailable: {message}"
+            reason = reason or reasons_pb.ERROR_REASON_UNAVAILABLE
+        elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            message = "a Mnemo service did not answer in time"
+        return cls(code, message, reason)
 
     @property
     def http_status(self) -> int:
         return HTTP_STATUS.get(self.code, 500)
 
-    def body(self) -> dict[str, dict[str, str]]:
-        return {"error": {"code": self.code.name, "message": self.message}}
+    @property
+    def reason_name(self) -> str:
+        return reason_name(self.reason)
+
+    def response(self, headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
+        return error_response(self.code, self.reason, self.message, headers=headers, **extra)
+
+    def text(self) -> str:
+        """The error as one line for a model to read (MCP tool errors): code, message, then the reason."""
+        if self.reason == reasons_pb.ERROR_REASON_UNSPECIFIED:
+            return f"{self.code.name}: {self.message}"
+        return f"{self.code.name}: {self.message} (reason: {self.reason_name})"

@@ -1,4 +1,4 @@
-"""The gateway's ASGI app: MCP at /mcp and REST at /api/v1 in one app, with one error shape."""
+"""The gateway's ASGI app: MCP at /mcp and REST at /api/v1 in one app, every error in the one JSON body."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
+import grpc
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,7 +14,8 @@ from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mnemo_gateway.errors import CallError
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_gateway.errors import CallError, error_response
 from mnemo_gateway.mcp_tools import build_mcp
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import RequestContextMiddleware
@@ -27,10 +29,6 @@ log = structlog.get_logger("mnemo.gateway")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
-def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
-
-
 class BodyLimitMiddleware:
     """Refuses bodies over the limit with 413 and a JSON message, by header or while streaming."""
 
@@ -42,8 +40,11 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = _error(
-            413, "RESOURCE_EXHAUSTED", f"request body exceeds {self.max_bytes} bytes (MNEMO_HTTP_MAX_BODY_BYTES)"
+        too_large = error_response(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            reasons_pb.ERROR_REASON_TOO_LARGE,
+            f"request body exceeds {self.max_bytes} bytes (MNEMO_HTTP_MAX_BODY_BYTES)",
+            status=413,
         )
         for key, value in scope.get("headers", []):
             if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
@@ -78,12 +79,29 @@ class _BodyTooLarge(Exception):
     pass
 
 
-# What the MCP SDK's header refusals mean, by the status it gives them.
-_HEADER_REFUSALS = {
-    400: ("INVALID_ARGUMENT", "Content-Type must be application/json"),
-    403: ("PERMISSION_DENIED", "the Origin header is not allowed (DNS-rebinding protection)"),
-    421: ("PERMISSION_DENIED", "the Host header is not allowed (DNS-rebinding protection)"),
+# What the MCP SDK's header refusals mean, by the status it gives them: code, reason, message, and the
+# header whose value was refused (named in the message, with the setting that would allow it).
+_HEADER_REFUSALS: dict[int, tuple[grpc.StatusCode, int, str, str]] = {
+    400: (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        reasons_pb.ERROR_REASON_INVALID_ARGUMENT,
+        "Content-Type must be application/json",
+        "",
+    ),
+    403: (
+        grpc.StatusCode.PERMISSION_DENIED,
+        reasons_pb.ERROR_REASON_UNSPECIFIED,
+        "the Origin header is not allowed (DNS-rebinding protection)",
+        "origin",
+    ),
+    421: (
+        grpc.StatusCode.PERMISSION_DENIED,
+        reasons_pb.ERROR_REASON_UNSPECIFIED,
+        "the Host header is not allowed (DNS-rebinding protection)",
+        "host",
+    ),
 }
+_REFUSED = (grpc.StatusCode.INVALID_ARGUMENT, reasons_pb.ERROR_REASON_UNSPECIFIED, "the request was refused", "")
 # Probes call by pod IP; they read nothing.
 _ANY_HOST_PATHS = frozenset({"/healthz"})
 
@@ -107,14 +125,23 @@ class HostCheck:
             is_mcp_post = request.method == "POST" and scope["path"].rstrip("/") == "/mcp"
             refused = await self.check.validate_request(request, is_post=is_mcp_post)
             if refused is not None:
-                code, what = _HEADER_REFUSALS.get(refused.status_code, ("INVALID_ARGUMENT", "the request was refused"))
-                message = what
-                if code == "PERMISSION_DENIED":
-                    seen = request.headers.get("host" if refused.status_code == 421 else "origin", "")
-                    message = f"{what}: {seen!r}; add the name to MNEMO_HTTP_ALLOWED_HOSTS"
-                await _error(refused.status_code, code, message)(scope, receive, send)
+                code, reason, message, header = _HEADER_REFUSALS.get(refused.status_code, _REFUSED)
+                if header:
+                    seen = request.headers.get(header, "")
+                    message = f"{message}: {seen!r}; add the name to MNEMO_HTTP_ALLOWED_HOSTS"
+                response = error_response(code, reason, message, status=refused.status_code)
+                await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+# Refusals Starlette makes itself (no route, no such method on it, an undecodable body), as gRPC codes.
+_HTTP_REFUSALS: dict[int, tuple[grpc.StatusCode, int]] = {
+    400: (grpc.StatusCode.INVALID_ARGUMENT, reasons_pb.ERROR_REASON_INVALID_ARGUMENT),
+    404: (grpc.StatusCode.NOT_FOUND, reasons_pb.ERROR_REASON_UNSPECIFIED),
+    405: (grpc.StatusCode.UNIMPLEMENTED, reasons_pb.ERROR_REASON_UNSPECIFIED),
+}
+_OTHER_HTTP_REFUSAL = (grpc.StatusCode.UNKNOWN, reasons_pb.ERROR_REASON_UNSPECIFIED)
 
 
 def _problem(error: dict[str, Any]) -> dict[str, str]:
@@ -175,32 +202,36 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
 
     @api.exception_handler(CallError)
     async def call_error(_: Request, exc: CallError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.http_status)
+        return exc.response()
 
     @api.exception_handler(MnemoError)
     async def mnemo_error(_: Request, exc: MnemoError) -> JSONResponse:
-        error = CallError(exc.code, exc.message)
-        return JSONResponse(error.body(), status_code=error.http_status)
+        return CallError.of(exc).response()
 
     @api.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [_problem(e) for e in exc.errors()]
         summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems)
-        return _error(400, "INVALID_ARGUMENT", f"invalid request: {summary}", problems=problems)
+        return CallError.invalid(f"invalid request: {summary}").response(problems=problems)
 
     @api.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+        code, reason = _HTTP_REFUSALS.get(exc.status_code, _OTHER_HTTP_REFUSAL)
         message = str(exc.detail)
         if exc.status_code == 400:
             # Starlette's only 400 here is a body it could not decode (bad UTF-8, absurd nesting).
             message = f"{message}: the body must be UTF-8 JSON of a reasonable depth"
-        return _error(exc.status_code, code, message)
+        # Starlette's own status stays (405 with its Allow header, say): it is finer than the table's.
+        return error_response(code, reason, message, status=exc.status_code, headers=exc.headers)
 
     @api.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("http_unhandled_error")
-        return _error(500, "INTERNAL", "internal error in Mnemo; the gateway log has the details")
+        return error_response(
+            grpc.StatusCode.INTERNAL,
+            reasons_pb.ERROR_REASON_UNSPECIFIED,
+            "internal error in Mnemo; the gateway log has the details",
+        )
 
     auth = auth or AuthSettings()
     authenticate = operations.authenticate if auth.enabled else None

@@ -7,10 +7,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
+import grpc
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
+from mnemo.common.v1 import common_pb2
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import restore_request_context
@@ -28,7 +31,7 @@ from mnemo_gateway.schemas import (
     WriteInput,
     describe,
 )
-from mnemo_platform import ALL_WORKSPACES, MnemoError
+from mnemo_platform import ALL_WORKSPACES, MnemoError, enum_label
 
 T = TypeVar("T")
 
@@ -53,9 +56,13 @@ def _refuse_wildcard(*names: str | None) -> None:
     """The agent surface has no wildcard, whatever the token: a model one argument away from every workspace is
     the hole this closes. An admin searches every workspace over REST or the CLI."""
     if any(name and name.strip() == ALL_WORKSPACES for name in names):
-        raise ToolError(
-            "PERMISSION_DENIED: searching every workspace is not offered over MCP; name one workspace "
-            "(an admin searches them all over REST, workspace \"*\", or with `mnemo search --workspace '*'`)"
+        raise _tool_error(
+            CallError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "searching every workspace is not offered over MCP; name one workspace (an admin searches them "
+                "all over REST, workspace \"*\", or with `mnemo search --workspace '*'`)",
+                reasons_pb.ERROR_REASON_OUTSIDE_WORKSPACE,
+            )
         )
 
 
@@ -67,7 +74,15 @@ def _in_request(ctx: Context) -> Iterator[None]:
 
 
 # Text an agent did not write itself for this project: shown to the model as quoted data.
-QUOTED_PROVENANCES = frozenset({"harvested_summary", "harvested_transcript", "imported", "extracted"})
+QUOTED_PROVENANCES = frozenset(
+    enum_label(common_pb2.Provenance, value)
+    for value in (
+        common_pb2.PROVENANCE_HARVESTED_SUMMARY,
+        common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT,
+        common_pb2.PROVENANCE_IMPORTED,
+        common_pb2.PROVENANCE_EXTRACTED,
+    )
+)
 
 
 def frame_quoted(value: Any) -> Any:
@@ -92,18 +107,23 @@ def frame_quoted(value: Any) -> Any:
     return framed
 
 
+def _tool_error(error: CallError) -> ToolError:
+    """The one way a tool reports a failure: its code, message and reason, as text the model reads."""
+    return ToolError(error.text())
+
+
 async def _run(ctx: Context, operation: Callable[[], Awaitable[T]]) -> T:
     """Runs an operation; every anticipated failure becomes a tool error with a clear message."""
     with _in_request(ctx):
         try:
             return frame_quoted(await operation())
         except CallError as exc:
-            raise ToolError(f"{exc.code.name}: {exc.message}") from None
+            raise _tool_error(exc) from None
         except MnemoError as exc:
-            raise ToolError(f"{exc.code.name}: {exc.message}") from None
+            raise _tool_error(CallError.of(exc)) from None
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ToolError(f"INVALID_ARGUMENT: {problems}") from None
+            raise _tool_error(CallError.invalid(problems)) from None
 
 
 def build_mcp(operations: Operations) -> MCPServer:

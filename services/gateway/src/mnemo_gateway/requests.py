@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
+import grpc
 import structlog
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind
 
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError
 from mnemo_platform import CallContext, new_request_id, reset_call, set_call
 from mnemo_platform.telemetry import tracer
@@ -49,18 +50,6 @@ class TokenBuckets:
         return 0.0
 
 
-async def _refuse(send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 class RequestContextMiddleware:
     """Opens the HTTP server span, assigns a request id, authenticates, and logs one line per request.
 
@@ -73,17 +62,21 @@ class RequestContextMiddleware:
         self.authenticate = authenticate
         self.buckets = TokenBuckets(rate_per_minute) if authenticate is not None and rate_per_minute else None
 
-    async def _principal(self, headers: dict[str, str], request_id: str) -> CallContext | tuple[int, str, str]:
-        """The caller, or (status, code, message) to refuse it with."""
+    async def _principal(self, headers: dict[str, str], request_id: str) -> CallContext | CallError:
+        """The caller, or the error to refuse it with."""
         if self.authenticate is None:
             return CallContext(request_id=request_id)  # local mode: the single local user
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            return 401, "UNAUTHENTICATED", "this Mnemo requires a token: send `Authorization: Bearer <token>`"
+            return CallError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "this Mnemo requires a token: send `Authorization: Bearer <token>`",
+                reasons_pb.ERROR_REASON_UNAUTHENTICATED,
+            )
         try:
             return await self.authenticate(token.strip(), request_id)
         except CallError as exc:
-            return exc.http_status, exc.code.name, exc.message
+            return exc
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -94,25 +87,33 @@ class RequestContextMiddleware:
         path = scope.get("path", "")
         status = {"code": 500}
         if path in OPEN_PATHS or (self.authenticate is None):
-            call: CallContext | tuple[int, str, str] = CallContext(request_id=request_id)
+            call: CallContext | CallError = CallContext(request_id=request_id)
         else:
             call = await self._principal(headers, request_id)
-        if isinstance(call, tuple):
-            code, name, message = call
-            log.info("http_request_refused", path=path, status=code, reason=message, request_id=request_id)
-            auth_header = [(b"www-authenticate", b'Bearer realm="mnemo"')] if code == 401 else []
-            await _refuse(send, code, name, message, [(b"x-request-id", request_id.encode("latin-1")), *auth_header])
+        if isinstance(call, CallError):
+            log.info(
+                "http_request_refused",
+                path=path,
+                status=call.http_status,
+                reason=call.reason_name,
+                message=call.message,
+                request_id=request_id,
+            )
+            refused = {"x-request-id": request_id}
+            if call.http_status == 401:
+                refused["www-authenticate"] = 'Bearer realm="mnemo"'
+            await call.response(headers=refused)(scope, receive, send)
             return
         if self.buckets is not None and call.token_id and (wait := self.buckets.take(call.token_id)) > 0:
             log.info("http_request_rate_limited", path=path, token=call.token_id, request_id=request_id)
-            await _refuse(
-                send,
-                429,
-                "RESOURCE_EXHAUSTED",
+            limited = CallError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"rate limit: this token may make {int(self.buckets.capacity)} requests a minute "
                 "(MNEMO_RATE_LIMIT_PER_MIN); retry after the time in Retry-After",
-                [(b"retry-after", str(max(1, math.ceil(wait))).encode()), (b"x-request-id", request_id.encode())],
+                reasons_pb.ERROR_REASON_UNSPECIFIED,
             )
+            headers = {"retry-after": str(max(1, math.ceil(wait))), "x-request-id": request_id}
+            await limited.response(headers=headers)(scope, receive, send)
             return
 
         async def send_with_status(message: MutableMapping[str, Any]) -> None:

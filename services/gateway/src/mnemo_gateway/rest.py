@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.schemas import (
     AS_OF_DOC,
@@ -17,6 +18,7 @@ from mnemo_gateway.schemas import (
     VALID_AT_DOC,
     WORKSPACE_DOC,
     ConfirmInput,
+    ErrorBody,
     HarvestRunInput,
     Kind,
     PurgeInput,
@@ -30,10 +32,16 @@ from mnemo_gateway.schemas import (
     WorkspaceOnlyInput,
     WriteInput,
 )
+from mnemo_platform import enum_label
 
+# The write outcomes that stored something (201); the others found it stored already (200).
+WROTE = frozenset(
+    enum_label(ingest_pb.WriteOutcome, outcome)
+    for outcome in (ingest_pb.WRITE_OUTCOME_CREATED, ingest_pb.WRITE_OUTCOME_NEW_VERSION)
+)
 WorkspaceParam = Annotated[str | None, Query(description=WORKSPACE_DOC)]
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"description": text}
+    code: {"description": text, "model": ErrorBody}
     for code, text in {
         400: "Invalid input; the body says which field and why",
         404: "No such memory or workspace",
@@ -67,8 +75,7 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/memories", status_code=201, summary="Write a memory")
     async def write_memory(body: WriteInput) -> Any:
         result = await operations.write(body, None, provenance="human")
-        created = result["outcome"] in ("created", "new_version")
-        return JSONResponse(result, status_code=201 if created else 200)
+        return JSONResponse(result, status_code=201 if result["outcome"] in WROTE else 200)
 
     @router.get("/memories", summary="List memories, most recently updated first")
     async def list_memories(

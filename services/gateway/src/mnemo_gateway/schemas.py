@@ -3,13 +3,55 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-Kind = Literal["note", "decision", "lesson", "session", "import"]
-Mode = Literal["hybrid", "lexical", "semantic"]
+from mnemo.common.v1 import common_pb2, options_pb2
+from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo.harvest.v1 import harvest_service_pb2 as harvest_pb
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo_platform import enum_label, enum_labels, reason_name
+
+# The labels each field accepts are the proto enums' (enum_labels), never a list of our own: a value
+# added to a proto is accepted, validated and listed in the OpenAPI and MCP schemas with no change here.
+KINDS = tuple(enum_labels(common_pb2.MemoryKind))
+MODES = tuple(enum_labels(search_pb.SearchMode))
+ROLES = tuple(enum_labels(options_pb2.Role))
+AGENTS = ("", *enum_labels(harvest_pb.Agent))  # "" is every agent
+# What a caller may claim to be; the harvested and imported provenances are set by the services.
+WRITER_PROVENANCES = tuple(
+    enum_label(common_pb2.Provenance, v) for v in (common_pb2.PROVENANCE_AGENT, common_pb2.PROVENANCE_HUMAN)
+)
+REASONS = tuple(reason_name(value) for value in reasons_pb.ErrorReason.values())
+DEFAULT_KIND = enum_label(common_pb2.MemoryKind, common_pb2.MEMORY_KIND_NOTE)
+DEFAULT_MODE = enum_label(search_pb.SearchMode, search_pb.SEARCH_MODE_HYBRID)
+
+# A Literal of labels read at import time: pydantic validates it and lists the values as a JSON-schema
+# enum, inline (MCP clients read that more readily than an Enum's $ref). mypy cannot evaluate a Literal
+# built at run time, so it checks these as plain strings.
+if TYPE_CHECKING:
+    Kind = str
+    Mode = str
+    Role = str
+    Agent = str
+    WriterProvenance = str
+    Reason = str
+else:
+    Kind = Literal[KINDS]
+    Mode = Literal[MODES]
+    Role = Literal[ROLES]
+    Agent = Literal[AGENTS]
+    WriterProvenance = Literal[WRITER_PROVENANCES]
+    Reason = Literal[REASONS]
 WorkspaceRef = str | None
+
+
+def one_of(labels: tuple[str, ...]) -> str:
+    """("a", "b", "c") -> "a, b or c", for descriptions that name the allowed values."""
+    named = [label for label in labels if label]
+    return f"{', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else "".join(named)
+
 
 # Deeper JSON than this cannot cross gRPC (protobuf's recursion limit is 100 for a Struct).
 MAX_METADATA_DEPTH = 32
@@ -57,14 +99,14 @@ WORKSPACE_DOC = (
 class WriteInput(_Body):
     content: str = Field(description="The text to remember: self-contained, in full sentences.")
     title: str = Field("", description="A short heading; derived from the first line when empty.")
-    kind: Kind = Field("note", description="note, decision, lesson, session or import.")
+    kind: Kind = Field(DEFAULT_KIND, description=f"{one_of(KINDS)}.")
     tags: list[str] = Field(default_factory=list, description="Labels to filter on later.")
     metadata: Metadata = Field(default_factory=dict, description="Free structured data kept beside the memory.")
     source_uri: str = Field(
         "", description="Where the content came from; writing the same source again updates that memory."
     )
     idempotency_key: str = Field("", description="Makes a retried write return the original result.")
-    provenance: Literal["agent", "human"] | None = Field(
+    provenance: WriterProvenance | None = Field(
         None, description="Who wrote it; MCP writes are `agent`, REST and CLI writes `human` by default."
     )
     valid_from: datetime | None = Field(None, description=VALID_FROM_DOC)
@@ -88,7 +130,7 @@ class UpdateInput(_Body):
 
 class SearchInput(_Body):
     query: str = Field(description="What to look for, in plain words; taken literally (no operators).")
-    mode: Mode = Field("hybrid", description="hybrid (default), lexical (exact words) or semantic (meaning).")
+    mode: Mode = Field(DEFAULT_MODE, description="hybrid (default), lexical (exact words) or semantic (meaning).")
     limit: int = Field(0, ge=0, le=2**31 - 1, description="How many results (default 10, at most 100).")
     kinds: list[Kind] = Field(default_factory=list, description="Only these kinds.")
     tags: list[str] = Field(default_factory=list, description="Only memories carrying all of these tags.")
@@ -116,7 +158,7 @@ class SupersedeInput(_Body):
         None, description="When the new belief starts to hold; the old one's validity ends then (default: now)."
     )
     reason: str = Field("", description="Why the old belief no longer holds.")
-    provenance: Literal["agent", "human"] | None = Field(None, description="Who writes the successor.")
+    provenance: WriterProvenance | None = Field(None, description="Who writes the successor.")
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
 
 
@@ -141,13 +183,13 @@ class PurgeInput(_Body):
 
 
 class HarvestRunInput(_Body):
-    agent: Literal["", "claude-code", "codex", "opencode", "pi"] = Field("", description="One agent; all when empty.")
+    agent: Agent = Field("", description=f"One agent ({one_of(AGENTS)}); all when empty.")
     ignore_idle: bool = Field(False, description="Harvest sessions that changed within the idle window too.")
 
 
 class TokenInput(_Body):
     principal: str = Field(..., description="Who holds the token: a user or agent name.")
-    role: Literal["agent", "reviewer", "admin"] = Field(..., description="What it may do.")
+    role: Role = Field(..., description=f"What it may do: {one_of(ROLES)}.")
     workspaces: list[str] = Field(
         ..., description="Workspaces (ids, names or root paths) it may touch; `*` (admins only) for every one."
     )
@@ -162,6 +204,18 @@ class RescanInput(_Body):
 class WorkspaceInput(_Body):
     path: str = Field("", description="Absolute root directory of the project.")
     name: str = Field("", description="Display name (a named scope when no path is given).")
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="The gRPC status name: how a generic client should react (e.g. NOT_FOUND).")
+    reason: Reason = Field(description="What exactly went wrong (an ErrorReason); UNSPECIFIED when nothing finer.")
+    message: str = Field(description="For a person: what failed and, where it helps, what to do.")
+
+
+class ErrorBody(BaseModel):
+    """Every error response's body, REST or not."""
+
+    error: ErrorDetail
 
 
 def describe(model: type[BaseModel], field: str) -> str:

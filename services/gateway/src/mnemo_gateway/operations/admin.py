@@ -1,0 +1,68 @@
+"""Administration: who a token is, workspaces, tokens, and the redaction rescan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo_gateway.backends import call, streamed
+from mnemo_gateway.operations.base import OperationsBase
+from mnemo_gateway.operations.convert import check_text, checked, plain, token_json, workspace_json
+from mnemo_gateway.schemas import TokenInput, WorkspaceInput
+from mnemo_platform import CallContext
+
+
+class AdminOperations(OperationsBase):
+    """Calls about the installation rather than one memory; the services check the caller's role."""
+
+    async def authenticate(self, token: str, request_id: str) -> CallContext:
+        """The principal a bearer token stands for; UNAUTHENTICATED when it is not a live token."""
+        check_text(token, "token")
+        response = await call(self.backends.search.Authenticate, search_pb.AuthenticateRequest(token=token))
+        record = response.token
+        return CallContext(
+            principal=record.principal,
+            request_id=request_id,
+            role=record.role,
+            workspaces=tuple(record.workspaces),
+            token_id=record.id,
+        )
+
+    async def add_workspace(self, args: WorkspaceInput) -> dict[str, Any]:
+        checked(args)
+        response = await call(
+            self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(root_path=args.path, name=args.name)
+        )
+        return {"workspace": workspace_json(response.workspace), "created": response.created}
+
+    async def list_workspaces(self) -> dict[str, Any]:
+        response = await call(self.backends.search.ListWorkspaces, search_pb.ListWorkspacesRequest())
+        return {"workspaces": [workspace_json(ws) for ws in response.workspaces]}
+
+    async def create_token(self, args: TokenInput) -> dict[str, Any]:
+        checked(args)
+        response = await call(
+            self.backends.ingest.CreateToken,
+            ingest_pb.CreateTokenRequest(
+                principal=args.principal, role=args.role, workspaces=args.workspaces, label=args.label
+            ),
+        )
+        return {"token": token_json(response.token), "secret": response.secret}
+
+    async def list_tokens(self) -> dict[str, Any]:
+        response = await call(self.backends.search.ListTokens, search_pb.ListTokensRequest())
+        return {"tokens": [token_json(t) for t in response.tokens]}
+
+    async def revoke_token(self, token_id: str) -> dict[str, Any]:
+        check_text(token_id, "id")
+        response = await call(self.backends.ingest.RevokeToken, ingest_pb.RevokeTokenRequest(id=token_id))
+        return {"token": token_json(response.token)}
+
+    async def redact_rescan(self, workspace: str | None, dry_run: bool) -> AsyncIterator[dict[str, Any]]:
+        """Streams one JSON object per memory scanned, then the totals (done=true)."""
+        check_text(workspace, "workspace")
+        request = ingest_pb.RescanRedactionsRequest(workspace=workspace or "", dry_run=dry_run)
+        async for message in streamed(self.backends.ingest.RescanRedactions(request)):
+            yield plain(message)
