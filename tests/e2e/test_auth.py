@@ -272,7 +272,9 @@ async def test_rate_limit_answers_429_with_retry_after(postgres: Postgres) -> No
             assert codes[:5] == [200] * 5 and codes[5] == 429
             limited = await http.get("/api/v1/workspaces", headers=headers)
             assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
-            assert "MNEMO_RATE_LIMIT_PER_MIN" in limited.json()["error"]["message"]
+            error = limited.json()["error"]
+            assert (error["code"], error["reason"]) == ("RESOURCE_EXHAUSTED", "RATE_LIMITED")
+            assert "MNEMO_RATE_LIMIT_PER_MIN" in error["message"]
     finally:
         await stack.stop()
 

@@ -92,6 +92,31 @@ async def test_an_unknown_memory_is_memory_not_found(http: httpx.AsyncClient, ta
     assert found.status_code == 200 and found.json()["id"] == target.memory_id
 
 
+async def test_corrections_refused_by_ingest_name_their_reason(http: httpx.AsyncClient, target: Target) -> None:
+    source = f"test://session/{uuid.uuid4().hex[:8]}"
+    note = {"content": "A session about the release branch.", "workspace": target.ws, "source_uri": source}
+    written = await http.post(f"{API}/memories", json=note)
+    assert written.status_code == 201, written.text
+    memory_id = written.json()["memory"]["id"]
+    deleted = await http.delete(f"{API}/memories/{memory_id}", params={"workspace": target.ws, "reason": "noise"})
+    assert deleted.status_code == 200, deleted.text
+    # The source stays deleted, and purging wants force.
+    assert_error(await http.post(f"{API}/memories", json=note), 409, "FAILED_PRECONDITION", "TOMBSTONED")
+    unforced = await http.post(f"{API}/memories/{memory_id}/purge", json={"workspace": target.ws, "reason": "gone"})
+    assert_error(unforced, 409, "FAILED_PRECONDITION", "FORCE_REQUIRED")
+    read = await http.get(f"{API}/memories/{memory_id}", params={"workspace": target.ws})
+    assert_error(read, 404, "NOT_FOUND", "MEMORY_DELETED")
+    # Positive controls: another source is written, and purge with force goes through.
+    other = await http.post(f"{API}/memories", json={**note, "source_uri": source + "-other"})
+    assert other.status_code == 201, other.text
+    forced = await http.post(
+        f"{API}/memories/{memory_id}/purge", json={"workspace": target.ws, "reason": "gone", "force": True}
+    )
+    assert forced.status_code == 200, forced.text
+    read = await http.get(f"{API}/memories/{memory_id}", params={"workspace": target.ws})
+    assert_error(read, 404, "NOT_FOUND", "PURGED")
+
+
 # -- REST: the gateway's own refusals -------------------------------------------------------------------------
 
 

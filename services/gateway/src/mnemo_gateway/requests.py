@@ -110,7 +110,7 @@ class RequestContextMiddleware:
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"rate limit: this token may make {int(self.buckets.capacity)} requests a minute "
                 "(MNEMO_RATE_LIMIT_PER_MIN); retry after the time in Retry-After",
-                reasons_pb.ERROR_REASON_UNSPECIFIED,
+                reasons_pb.ERROR_REASON_RATE_LIMITED,
             )
             headers = {"retry-after": str(max(1, math.ceil(wait))), "x-request-id": request_id}
             await limited.response(headers=headers)(scope, receive, send)
