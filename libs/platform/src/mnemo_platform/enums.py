@@ -36,11 +36,13 @@ def enum_value(enum: Any, label: str, field: str) -> int:
     """ "note" -> MEMORY_KIND_NOTE; "" -> 0; anything else is a clear INVALID_ARGUMENT."""
     if not label:
         return 0
+    # Imported here: the errors load grpc, which a client reading only the labels (the CLI) does without.
+    from mnemo_platform.errors import InvalidArgument
+
+    if "\x00" in label:
+        raise InvalidArgument(f"{field} contains NUL bytes (U+0000); it must be one of {', '.join(enum_labels(enum))}")
     wanted = label.strip().lower()
     for value in enum.values():
         if value != 0 and enum_label(enum, value) == wanted:
             return int(value)
-    # Imported here: the errors load grpc, which a client reading only the labels (the CLI) does without.
-    from mnemo_platform.errors import InvalidArgument
-
     raise InvalidArgument(f"{field} must be one of {', '.join(enum_labels(enum))}; got {label!r}")
