@@ -48,6 +48,9 @@ def check_exposure(settings: GatewaySettings, auth: AuthSettings) -> None:
     )
 
 
+KEEP_ALIVE_S = 75
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handlers: the process runner owns SIGTERM and SIGINT."""
 
@@ -102,6 +105,10 @@ class GatewayApp(GrpcApp):
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=max(1, int(self.grace_s)),
+            # Longer than clients keep idle connections (httpx: 5 s, uvicorn's own default): a
+            # server closing first races a client reusing the connection, which then fails a
+            # request it never delivered.
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         self._http = _Server(config)
         self._task = asyncio.create_task(self._http.serve(), name="gateway-http")
