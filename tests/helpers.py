@@ -26,6 +26,7 @@ from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_embed import Embedder
 from mnemo_server.stack import Stack, StackConfig
 from mnemo_store import prepare_database
+from mnemo_store.settings import DatabaseSettings
 
 
 class Postgres:
@@ -67,7 +68,7 @@ def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
 
 async def migrate(dsn: str, embedder: Embedder) -> None:
     """Does to `dsn` what a starting ingest does: applies the migrations and records the embedding space."""
-    pool = await prepare_database(dsn, embedder.model, embedder.dimension, migrate=True)
+    pool = await prepare_database(dsn, DatabaseSettings(), embedder.model, embedder.dimension, migrate=True)
     await pool.close()
 
 

@@ -11,6 +11,7 @@ from mnemo_platform import Unavailable
 from mnemo_store.database import check_server_version, open_pool
 from mnemo_store.embedding_space import check_embedding_space, ensure_embedding_space
 from mnemo_store.migrations import apply_migrations, pending_migrations
+from mnemo_store.settings import DatabaseSettings
 
 log = structlog.get_logger("mnemo.store")
 
@@ -64,22 +65,20 @@ async def _wait_for_schema(
 
 async def prepare_database(
     dsn: str,
-    embed_model: str | None,
-    embed_dimension: int | None,
-    pool_min: int = 1,
-    pool_max: int = 10,
-    wait_s: float = 30.0,
+    database: DatabaseSettings,
+    embed_model: str | None = None,
+    embed_dimension: int | None = None,
     migrate: bool = False,
 ) -> asyncpg.Pool:
     """Opens the service's pool on a database at this version's schema, in the right embedding space.
 
     One service owns the schema: ingest (`migrate=True`) applies the migrations and records the
     embedding space, because it is the one that writes. Search and harvest only check, waiting up
-    to `wait_s` for ingest to have done so, so no reader ever changes the schema under a writer.
+    to `database.wait_s` for ingest to have done so, so no reader ever changes the schema under a writer.
     A service that passes no model (harvest) never touches vectors and skips that check.
     """
     try:
-        conn = await _connect(dsn, wait_s)
+        conn = await _connect(dsn, database.wait_s)
     except (OSError, asyncpg.PostgresError) as exc:
         raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
@@ -89,7 +88,7 @@ async def prepare_database(
             if embed_model is not None and embed_dimension is not None:
                 await ensure_embedding_space(conn, embed_model, embed_dimension)
         else:
-            await _wait_for_schema(conn, embed_model, embed_dimension, wait_s)
+            await _wait_for_schema(conn, embed_model, embed_dimension, database.wait_s)
     finally:
         await conn.close()
-    return await open_pool(dsn, pool_min, pool_max)
+    return await open_pool(dsn, database.pool_min, database.pool_max)

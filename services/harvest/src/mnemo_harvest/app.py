@@ -64,9 +64,8 @@ class HarvestApp(GrpcApp):
         self._poller: asyncio.Task[None] | None = None
 
     async def open(self) -> list[Registration]:
-        self.pool = await prepare_database(
-            self.dsn, None, None, self.database.pool_min, self.database.pool_max, wait_s=self.database.wait_s
-        )
+        # No model: harvest never touches vectors, so the embedding space is not its to check.
+        self.pool = await prepare_database(self.dsn, self.database)
         ingest = open_channel(self.ingest_target, INGEST, self.call_timeout_s)
         search = open_channel(self.search_target, SEARCH, self.call_timeout_s)
         self._channels = [ingest, search]

@@ -49,11 +49,9 @@ class IngestApp(GrpcApp):
     async def open(self) -> list[Registration]:
         self.pool = await prepare_database(
             self.dsn,
+            self.database,
             self.embedder.model,
             self.embedder.dimension,
-            self.database.pool_min,
-            self.database.pool_max,
-            wait_s=self.database.wait_s,
             migrate=True,  # ingest owns the schema (see docs/architecture.md)
         )
         self.workers = EmbeddingWorkers(self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size)

@@ -42,14 +42,7 @@ class SearchApp(GrpcApp):
         self.pool: asyncpg.Pool | None = None
 
     async def open(self) -> list[Registration]:
-        self.pool = await prepare_database(
-            self.dsn,
-            self.embedder.model,
-            self.embedder.dimension,
-            self.database.pool_min,
-            self.database.pool_max,
-            wait_s=self.database.wait_s,
-        )
+        self.pool = await prepare_database(self.dsn, self.database, self.embedder.model, self.embedder.dimension)
         servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust)
         return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]
 
