@@ -1,4 +1,5 @@
-"""The embedding queue: woken by NOTIFY, rescanned, SKIP LOCKED between replicas, failures never lost."""
+"""The embedding queue: woken by NOTIFY, rescanned, leased between replicas, no lock while the model
+runs, failures never lost."""
 
 from __future__ import annotations
 
@@ -141,3 +142,103 @@ async def test_with_the_embedder_down_hybrid_answers_from_lexical_and_says_so(po
     finally:
         await clients.close()
         await stack.stop()
+
+
+class GatedEmbedder(HashEmbedder):
+    """The hash embedder, ready when the test says and holding each batch until it opens the gate
+    (a slow model's stand-in)."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.loaded = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def wait_ready(self) -> None:
+        await self.loaded.wait()
+        await super().wait_ready()
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        self.started.set()
+        await self.gate.wait()
+        return await super().embed(texts)
+
+
+async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_meanwhile(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    gated = GatedEmbedder()
+    stack = await start_stack(dsn, gated, MNEMO_EMBED_BATCH_SIZE="2")
+    clients = Clients(stack)
+    conn = await asyncpg.connect(dsn)
+    try:
+        ws = await clients.workspace()
+        memories = [await clients.write(ws.id, f"a note the slow model is working on, number {i}") for i in range(5)]
+        gated.loaded.set()
+        await asyncio.wait_for(gated.started.wait(), timeout=15)
+
+        async def claimed() -> int:
+            return await conn.fetchval(
+                "SELECT count(*) FROM chunks WHERE embed_status = 'pending' AND embed_after > now() + interval '1 min'"
+            )
+
+        async def two_batches_claimed() -> bool:
+            return await claimed() == 4
+
+        # One batch in the model, the next already claimed: four chunks leased, the fifth waits.
+        await eventually(two_batches_claimed, timeout=15)
+        # No row lock and no open transaction while the model runs: another writer takes every row at once.
+        async with conn.transaction():
+            locked = await conn.fetch("SELECT id FROM chunks FOR UPDATE NOWAIT")
+        assert len(locked) == 5
+        idle_in_tx = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND state LIKE 'idle in transaction%'"
+        )
+        assert idle_in_tx == 0
+        # Positive control: opened, the gate lets every chunk through, and nothing stays leased.
+        gated.gate.set()
+        for memory in memories:
+            await clients.wait_embedded(memory.id, ws.id)
+        assert await claimed() == 0
+    finally:
+        gated.gate.set()
+        await conn.close()
+        await clients.close()
+        await stack.stop()
+
+
+async def test_a_stopping_worker_hands_its_claims_back(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    gated = GatedEmbedder()
+    stack = await start_stack(dsn, gated, MNEMO_EMBED_BATCH_SIZE="2")
+    clients = Clients(stack)
+    conn = await asyncpg.connect(dsn)
+    stopped = False
+    try:
+        ws = await clients.workspace()
+        for i in range(3):
+            await clients.write(ws.id, f"a note caught in flight at shutdown, number {i}")
+        gated.loaded.set()
+        await asyncio.wait_for(gated.started.wait(), timeout=15)
+
+        async def leased() -> int:
+            return await conn.fetchval(
+                "SELECT count(*) FROM chunks WHERE embed_status = 'pending' AND embed_after > now()"
+            )
+
+        async def all_leased() -> bool:
+            return await leased() == 3
+
+        await eventually(all_leased, timeout=15)
+        await clients.close()
+        await stack.stop()
+        stopped = True
+        # Due again at once, for whichever replica runs next, rather than when the lease ends.
+        assert await leased() == 0
+        assert await conn.fetchval("SELECT count(*) FROM chunks WHERE embed_status = 'pending'") == 3
+    finally:
+        gated.gate.set()
+        await conn.close()
+        if not stopped:
+            await clients.close()
+            await stack.stop()

@@ -1,4 +1,8 @@
-"""The embedding queue's workers: claim pending chunks, embed them in batches, never lose one."""
+"""The embedding queue's workers: claim pending chunks, embed them in batches, never lose one.
+
+A worker keeps the model busy: while it runs on one batch, the next is claimed (and the one
+before stored), and no transaction or row lock is held during inference.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +20,25 @@ from mnemo_store import EMBED_CHANNEL
 
 log = structlog.get_logger("mnemo.ingest.worker")
 
+# A claim is a lease, not a lock: the chunks are taken by pushing their due time past the lease in
+# one short statement, so no row lock or transaction is held while the model runs (a batch takes
+# seconds); a worker that dies mid-batch leaves them due again when the lease ends.
 _CLAIM = """
-SELECT id, context, text FROM chunks
-WHERE embed_status = 'pending' AND embed_after <= now()
-ORDER BY embed_after, id
-LIMIT $1
-FOR UPDATE SKIP LOCKED
+UPDATE chunks SET embed_after = now() + make_interval(secs => $2)
+WHERE id IN (
+    SELECT id FROM chunks
+    WHERE embed_status = 'pending' AND embed_after <= now()
+    ORDER BY embed_after, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, context, text
 """
+
+# A stopping worker hands its unfinished claims back at once rather than at the lease's end.
+_RELEASE = "UPDATE chunks SET embed_after = now() WHERE id = ANY($1::bigint[]) AND embed_status = 'pending'"
+
+LEASE_S = 300.0
 
 _FAIL = """
 UPDATE chunks SET
@@ -35,7 +51,7 @@ WHERE id = ANY($1::bigint[])
 
 _STORE = """
 UPDATE chunks SET embedding = $2, embed_status = 'embedded', embed_model = $3, embedded_at = now(),
-                  embed_error = NULL
+                  embed_error = NULL, embed_after = now()
 WHERE id = $1
 """
 
@@ -104,7 +120,7 @@ class EmbeddingWorkers:
         while True:
             self._wake.clear()
             try:
-                if await self._process_batch():
+                if await self._drain():
                     continue
                 delay = await self._next_due_in()
             except asyncio.CancelledError:
@@ -115,6 +131,73 @@ class EmbeddingWorkers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
+    async def _drain(self) -> int:
+        """Embeds batches until the queue is empty, claiming the next batch while the model runs
+        on this one; returns how many chunks were taken (0: nothing was due)."""
+        taken = 0
+        batch = await self._claim()
+        while batch:
+            taken += len(batch)
+            embedding = asyncio.create_task(self._embed(batch))
+            try:
+                following = await self._claim()
+            except BaseException:
+                await _finish(embedding)
+                raise
+            try:
+                await self._store(await embedding)
+            except BaseException:
+                await self._release(batch + following)  # what was stored is no longer pending: untouched
+                raise
+            batch = following
+        return taken
+
+    async def _claim(self) -> list[asyncpg.Record]:
+        return await self.pool.fetch(_CLAIM, self.batch_size, LEASE_S)
+
+    async def _release(self, rows: list[asyncpg.Record]) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.pool.execute(_RELEASE, [r["id"] for r in rows]))
+
+    async def _embed(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, Any]]:
+        """The batch's vectors, outside any transaction; failures are recorded, the rest returned."""
+        inputs = [Chunk(0, r["context"], r["text"]).embedding_input() for r in rows]
+        try:
+            vectors = await self.embedder.embed(inputs)
+            return list(zip(rows, vectors, strict=True))
+        except asyncio.CancelledError:
+            await self._release(rows)
+            raise
+        except EmbedderUnavailable as exc:
+            # The embedder as a whole is down: every chunk waits and counts an attempt.
+            await self._record_failure([r["id"] for r in rows], str(exc))
+            return []
+        except Exception as exc:
+            # Something in the batch broke the model: embed one by one so only the culprit fails.
+            log.info("embed_batch_split", count=len(rows), error=f"{type(exc).__name__}: {exc}"[:300])
+        pairs = []
+        for row, text in zip(rows, inputs, strict=True):
+            try:
+                pairs.append((row, (await self.embedder.embed([text]))[0]))
+            except asyncio.CancelledError:
+                await self._release(rows)
+                raise
+            except Exception as exc:
+                await self._record_failure([row["id"]], f"{type(exc).__name__}: {exc}")
+        return pairs
+
+    async def _store(self, pairs: list[tuple[asyncpg.Record, Any]]) -> None:
+        if not pairs:
+            return
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.executemany(_STORE, [(row["id"], vector, self.embedder.model) for row, vector in pairs])
+        except asyncpg.PostgresError as exc:
+            await self._record_failure([row["id"] for row, _ in pairs], f"storing vectors: {exc}")
+            return
+        self.embedded += len(pairs)
+        log.debug("chunks_embedded", count=len(pairs))
+
     async def _next_due_in(self) -> float:
         """Seconds until the earliest retry is due, at most the rescan interval."""
         seconds = await self.pool.fetchval(
@@ -124,38 +207,15 @@ class EmbeddingWorkers:
             return self.settings.embed_rescan_s
         return max(0.05, min(float(seconds), self.settings.embed_rescan_s))
 
-    async def _process_batch(self) -> int:
-        """Embeds one claimed batch; returns how many chunks were claimed (0: queue empty)."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(_CLAIM, self.batch_size)
-            if not rows:
-                return 0
-            inputs = [Chunk(0, r["context"], r["text"]).embedding_input() for r in rows]
-            try:
-                vectors = await self.embedder.embed(inputs)
-                pairs = list(zip(rows, vectors, strict=True))
-            except EmbedderUnavailable as exc:
-                # The embedder as a whole is down: every chunk waits and counts an attempt.
-                await self._record_failure(conn, [r["id"] for r in rows], str(exc))
-                return len(rows)
-            except Exception:
-                # Something in the batch broke the model: embed one by one so only the culprit fails.
-                pairs = []
-                for row, text in zip(rows, inputs, strict=True):
-                    try:
-                        pairs.append((row, (await self.embedder.embed([text]))[0]))
-                    except Exception as exc:
-                        await self._record_failure(conn, [row["id"]], f"{type(exc).__name__}: {exc}")
-            try:
-                async with conn.transaction():  # a savepoint: a bad vector must not lose the failure records
-                    await conn.executemany(_STORE, [(row["id"], vector, self.embedder.model) for row, vector in pairs])
-            except asyncpg.PostgresError as exc:
-                await self._record_failure(conn, [row["id"] for row, _ in pairs], f"storing vectors: {exc}")
-                return len(rows)
-            self.embedded += len(pairs)
-            log.debug("chunks_embedded", count=len(pairs))
-            return len(rows)
-
-    async def _record_failure(self, conn: asyncpg.Connection, ids: list[int], error: str) -> None:
-        await conn.execute(_FAIL, ids, error[:2000], self.settings.embed_max_attempts, self.settings.embed_backoff_s)
+    async def _record_failure(self, ids: list[int], error: str) -> None:
+        await self.pool.execute(
+            _FAIL, ids, error[:2000], self.settings.embed_max_attempts, self.settings.embed_backoff_s
+        )
         log.warning("chunks_embed_failed", count=len(ids), error=error[:300])
+
+
+async def _finish(task: asyncio.Task[Any]) -> None:
+    """Cancels an in-flight embedding and waits for it to hand its claims back."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
