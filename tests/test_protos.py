@@ -60,6 +60,7 @@ def test_every_message_and_field_is_documented() -> None:
 # The RPCs whose idempotency is declared IDEMPOTENCY_UNKNOWN on purpose: a client channel never retries them.
 DELIBERATELY_UNKNOWN = {
     "mnemo.ingest.v1.IngestService.WriteMemory": "without an idempotency_key (or a source_uri) a repeat stores twice",
+    "mnemo.ingest.v1.IngestService.WriteMemories": "items without an idempotency_key (or a source_uri) store twice",
     "mnemo.ingest.v1.IngestService.CreateToken": "a repeat mints a second live token whose secret reaches nobody",
 }
 

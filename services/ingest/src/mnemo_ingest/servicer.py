@@ -14,9 +14,9 @@ from mnemo_ingest.admin import Admin
 from mnemo_ingest.corrections import Corrections
 from mnemo_ingest.rescan import Rescan, RescanSummary
 from mnemo_ingest.steps import Steps
-from mnemo_ingest.validation import check_reason, check_write
-from mnemo_ingest.writes import Writes, check_edit
-from mnemo_platform import enum_value
+from mnemo_ingest.validation import Draft, check_reason, check_write
+from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
+from mnemo_platform import InvalidArgument, MnemoError, enum_value
 from mnemo_wire import (
     ContentSettings,
     TrustSettings,
@@ -52,6 +52,26 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         return pb.WriteMemoryResponse(
             memory=self._memory(written.memory), outcome=enum_value(pb.WriteOutcome, written.outcome, "outcome")
         )
+
+    async def WriteMemories(self, request: pb.WriteMemoriesRequest, context: Any) -> pb.WriteMemoriesResponse:
+        if len(request.items) > MAX_BATCH:
+            raise InvalidArgument(f"{len(request.items)} items in one call; at most {MAX_BATCH}")
+        items: list[tuple[str, Draft | MnemoError]] = []
+        for item in request.items:
+            try:
+                items.append((item.workspace, check_write(item, self.max_content_bytes)))
+            except MnemoError as exc:
+                items.append((item.workspace, exc))
+        results = await self.writes.write_many(items)
+        return pb.WriteMemoriesResponse(results=[self._result(r) for r in results])
+
+    def _result(self, result: Written | MnemoError) -> pb.WriteResult:
+        if isinstance(result, MnemoError):
+            return pb.WriteResult(
+                error=pb.ItemError(code=result.code.name, reason=result.reason, message=result.message)
+            )
+        outcome = enum_value(pb.WriteOutcome, result.outcome, "outcome")
+        return pb.WriteResult(memory=self._memory(result.memory), outcome=outcome)
 
     async def UpdateMemory(self, request: pb.UpdateMemoryRequest, context: Any) -> pb.UpdateMemoryResponse:
         memory_id = parse_memory_id(request.id)

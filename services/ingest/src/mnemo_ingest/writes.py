@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -13,7 +14,8 @@ from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_ingest.steps import Steps, audit_details
 from mnemo_ingest.validation import Draft, check_content, check_metadata, check_tags, check_title, content_hash
 from mnemo_ingest.validation import redacted_text as redact_field
-from mnemo_platform import AlreadyExists, FailedPrecondition
+from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, MnemoError
+from mnemo_platform.errors import INVALID_INPUT_ERRORS
 from mnemo_redact import redact, redact_json
 from mnemo_store import VISIBLE_STATUSES, AuditEvent, WorkspaceRow, append_audit_event, resolve_for_write, tombstones
 from mnemo_store import memories as db
@@ -21,6 +23,9 @@ from mnemo_store import memories as db
 log = structlog.get_logger("mnemo.ingest")
 
 Outcome = Literal["created", "new_version", "unchanged", "replayed"]
+
+# The most items one batch write takes: a batch is one transaction, held while every item is written.
+MAX_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -72,16 +77,40 @@ class Writes:
 
     async def write(self, ref: str, draft: Draft) -> Written:
         chunks = await self.steps.chunks(draft.title, draft.content)
-        # A concurrent writer with the same source_uri or idempotency key can win the insert;
-        # the second attempt then finds its row and answers as a replay or a new version.
-        for attempt in range(3):
-            try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    return await self._write(conn, ref, draft, chunks)
-            except asyncpg.UniqueViolationError:
-                if attempt == 2:
-                    raise AlreadyExists("a concurrent write with the same source_uri or idempotency key won") from None
-        raise AssertionError("unreachable")
+
+        async def attempt() -> Written:
+            async with self.pool.acquire() as conn, conn.transaction():
+                return await self._write(conn, ref, draft, chunks)
+
+        return await _retrying(attempt)
+
+    async def write_many(self, items: list[tuple[str, Draft | MnemoError]]) -> list[Written | MnemoError]:
+        """Many writes in one transaction, answered in order. Each item runs in its own savepoint,
+        so a refused item (given refused, or refused here) is rolled back alone and the rest commit."""
+        chunked = [
+            (ref, draft, await self.steps.chunks(draft.title, draft.content) if isinstance(draft, Draft) else [])
+            for ref, draft in items
+        ]
+        results: list[Written | MnemoError] = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            for ref, draft, chunks in chunked:
+                if not isinstance(draft, Draft):
+                    results.append(draft)
+                    continue
+
+                async def attempt(ref: str = ref, draft: Draft = draft, chunks: list[db.ChunkRow] = chunks) -> Written:
+                    async with conn.transaction():
+                        return await self._write(conn, ref, draft, chunks)
+
+                try:
+                    results.append(await _retrying(attempt))
+                except MnemoError as exc:
+                    results.append(exc)
+                except tuple(INVALID_INPUT_ERRORS):
+                    results.append(
+                        InvalidArgument("a text field holds a character the store cannot keep (a NUL byte?)")
+                    )
+        return results
 
     async def _write(self, conn: asyncpg.Connection, ref: str, draft: Draft, chunks: list[db.ChunkRow]) -> Written:
         ws = await resolve_for_write(conn, ref)
@@ -183,3 +212,15 @@ class Writes:
                 conn, row, title, edit.content, new_hash, tags, metadata, chunks, edit.redactions
             )
             return Written(await db.fetch_memory(conn, memory_id), "new_version")
+
+
+async def _retrying(attempt: Callable[[], Awaitable[Written]]) -> Written:
+    """Runs a write, again when a concurrent writer with the same source_uri or idempotency key won
+    the insert: the next attempt finds its row and answers as a replay or a new version."""
+    for n in range(3):
+        try:
+            return await attempt()
+        except asyncpg.UniqueViolationError:
+            if n == 2:
+                raise AlreadyExists("a concurrent write with the same source_uri or idempotency key won") from None
+    raise AssertionError("unreachable")

@@ -3,6 +3,7 @@ import datetime
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from mnemo.common.v1 import common_pb2 as _common_pb2
+from mnemo.common.v1 import errors_pb2 as _errors_pb2
 from mnemo.common.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -73,6 +74,38 @@ class WriteMemoryResponse(_message.Message):
     memory: _common_pb2.Memory
     outcome: WriteOutcome
     def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ...) -> None: ...
+
+class WriteMemoriesRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[WriteMemoryRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[WriteMemoryRequest, _Mapping]]] = ...) -> None: ...
+
+class WriteMemoriesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[WriteResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ...) -> None: ...
+
+class WriteResult(_message.Message):
+    __slots__ = ("memory", "outcome", "error")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    memory: _common_pb2.Memory
+    outcome: WriteOutcome
+    error: ItemError
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., outcome: _Optional[_Union[WriteOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class ItemError(_message.Message):
+    __slots__ = ("code", "reason", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    reason: _errors_pb2.ErrorReason
+    message: str
+    def __init__(self, code: _Optional[str] = ..., reason: _Optional[_Union[_errors_pb2.ErrorReason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
     __slots__ = ("workspace", "id", "content", "title", "tags", "replace_tags", "metadata", "expected_version")

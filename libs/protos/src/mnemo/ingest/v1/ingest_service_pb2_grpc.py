@@ -45,6 +45,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoryRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoryResponse.FromString,
                 _registered_method=True)
+        self.WriteMemories = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/WriteMemories',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoriesRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoriesResponse.FromString,
+                _registered_method=True)
         self.UpdateMemory = channel.unary_unary(
                 '/mnemo.ingest.v1.IngestService/UpdateMemory',
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.UpdateMemoryRequest.SerializeToString,
@@ -118,6 +123,14 @@ class IngestServiceServicer:
 
     def WriteMemory(self, request, context):
         """WriteMemory stores a new memory, or a new version of the memory with the same source_uri.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteMemories(self, request, context):
+        """WriteMemories stores many memories in one call: each item is validated, redacted and screened
+        as WriteMemory would, and answered in order; a refused item is refused alone and leaves nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -216,6 +229,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoryRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoryResponse.SerializeToString,
             ),
+            'WriteMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteMemories,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoriesRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoriesResponse.SerializeToString,
+            ),
             'UpdateMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateMemory,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.UpdateMemoryRequest.FromString,
@@ -310,6 +328,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/WriteMemory',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoryRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/WriteMemories',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoriesRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.WriteMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
