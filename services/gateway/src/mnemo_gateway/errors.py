@@ -101,6 +101,10 @@ class CallError(Exception):
     def reason_name(self) -> str:
         return reason_name(self.reason)
 
+    def body(self) -> dict[str, dict[str, Any]]:
+        """The one JSON error body, for an error answered inside a larger reply (one item of a batch)."""
+        return error_body(self.code, self.reason, self.message)
+
     def response(self, headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
         return error_response(self.code, self.reason, self.message, headers=headers, **extra)
 

@@ -17,6 +17,7 @@ from mnemo_gateway.schemas import (
     INCLUDE_HISTORY_DOC,
     VALID_AT_DOC,
     WORKSPACE_DOC,
+    BatchInput,
     ConfirmInput,
     ErrorBody,
     HarvestRunInput,
@@ -76,6 +77,10 @@ def build_router(operations: Operations) -> APIRouter:
     async def write_memory(body: WriteInput) -> Any:
         result = await operations.write(body, None, provenance="human")
         return JSONResponse(result, status_code=201 if result["outcome"] in WROTE else 200)
+
+    @router.post("/memories:batch", summary="Write many memories; each item answered in order")
+    async def write_memories(body: BatchInput) -> dict[str, Any]:
+        return await operations.write_many(body, provenance="human")
 
     @router.get("/memories", summary="List memories, most recently updated first")
     async def list_memories(

@@ -114,6 +114,22 @@ class WriteInput(_Body):
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
 
 
+# As ingest's MAX_BATCH: the gateway refuses a larger batch before it builds a single request.
+MAX_BATCH_ITEMS = 1000
+
+
+class BatchInput(_Body):
+    items: list[dict[str, Any]] = Field(
+        ...,
+        max_length=MAX_BATCH_ITEMS,
+        description=(
+            f"Up to {MAX_BATCH_ITEMS} writes, each as the body of POST /memories. Each is checked and answered on its "
+            "own, in order: a bad item is refused alone."
+        ),
+    )
+    workspace: WorkspaceRef = Field(None, description="The workspace of every item that names none. " + WORKSPACE_DOC)
+
+
 class UpdateInput(_Body):
     content: str = Field(description="The new full text; the previous version stays in the history.")
     title: str | None = Field(None, description="A new title; unchanged when omitted.")

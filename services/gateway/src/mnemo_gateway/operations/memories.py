@@ -6,13 +6,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import grpc
 from google.protobuf import json_format
+from pydantic import ValidationError
 
 from mnemo.common.v1 import common_pb2
+from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.backends import call
-from mnemo_gateway.errors import CallError
+from mnemo_gateway.errors import CallError, error_body
 from mnemo_gateway.operations.base import OperationsBase
 from mnemo_gateway.operations.convert import (
     check_text,
@@ -25,16 +28,64 @@ from mnemo_gateway.operations.convert import (
     workspace_json,
     written_json,
 )
-from mnemo_gateway.schemas import SearchInput, UpdateInput, WriteInput
-from mnemo_platform import enum_value
+from mnemo_gateway.schemas import BatchInput, SearchInput, UpdateInput, WriteInput
+from mnemo_platform import MnemoError, enum_label, enum_value
 
 
 class MemoryOperations(OperationsBase):
     """Writes go to ingest, reads to search; both name the workspace (or get the default one)."""
 
     async def write(self, args: WriteInput, url_workspace: str | None, provenance: str) -> dict[str, Any]:
+        request = self._write_request(args, url_workspace, provenance)
+        response = await self._call(self.backends.ingest.WriteMemory, request)
+        return written_json(response)
+
+    async def write_many(self, args: BatchInput, provenance: str) -> dict[str, Any]:
+        """Each item checked here on its own (a bad one is answered alone), the rest written in one call."""
+        results: list[dict[str, Any] | None] = []
+        requests: list[tuple[int, ingest_pb.WriteMemoryRequest]] = []
+        for index, raw in enumerate(args.items):
+            try:
+                item = WriteInput.model_validate({"workspace": args.workspace, **raw} if args.workspace else raw)
+                requests.append((index, self._write_request(item, None, provenance)))
+                results.append(None)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors())
+                results.append(CallError.invalid(problems).body())
+            except CallError as exc:
+                results.append(exc.body())
+            except MnemoError as exc:
+                results.append(CallError.of(exc).body())
+        answered = await self._write_all([request for _, request in requests])
+        for (index, _), result in zip(requests, answered, strict=True):
+            results[index] = _result_json(result)
+        return {"results": results}
+
+    async def _write_all(self, requests: list[ingest_pb.WriteMemoryRequest]) -> list[ingest_pb.WriteResult]:
+        """One WriteMemories call; items refused only because the default workspace is not yet
+        registered are written again once it is (a call refused outright leaves no trace)."""
+        if not requests:
+            return []
+        batch = ingest_pb.WriteMemoriesRequest(items=requests)
+        results = list((await call(self.backends.ingest.WriteMemories, batch)).results)
+        waiting = [
+            i
+            for i, (request, result) in enumerate(zip(requests, results, strict=True))
+            if result.error.reason == reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND
+            and request.workspace == self.default_workspace
+        ]
+        if waiting:
+            await call(self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(name=self.default_workspace))
+            again = ingest_pb.WriteMemoriesRequest(items=[requests[i] for i in waiting])
+            for i, result in zip(waiting, (await call(self.backends.ingest.WriteMemories, again)).results, strict=True):
+                results[i] = result
+        return results
+
+    def _write_request(
+        self, args: WriteInput, url_workspace: str | None, provenance: str
+    ) -> ingest_pb.WriteMemoryRequest:
         checked(args)
-        request = ingest_pb.WriteMemoryRequest(
+        return ingest_pb.WriteMemoryRequest(
             workspace=self.workspace(args.workspace, url_workspace),
             kind=enum_value(common_pb2.MemoryKind, args.kind, "kind"),
             title=args.title,
@@ -47,8 +98,6 @@ class MemoryOperations(OperationsBase):
             valid_from=timestamp(args.valid_from),
             valid_to=timestamp(args.valid_to),
         )
-        response = await self._call(self.backends.ingest.WriteMemory, request)
-        return written_json(response)
 
     async def update(self, memory_id: str, args: UpdateInput, url_workspace: str | None) -> dict[str, Any]:
         checked(args)
@@ -174,3 +223,14 @@ class MemoryOperations(OperationsBase):
         if response.HasField("workspace"):
             data["workspace"] = workspace_json(response.workspace)
         return data
+
+
+def _result_json(result: ingest_pb.WriteResult) -> dict[str, Any]:
+    """One item's answer: as a single write's body, or the one error body."""
+    if result.error.code:
+        code = grpc.StatusCode.__members__.get(result.error.code, grpc.StatusCode.UNKNOWN)
+        return error_body(code, result.error.reason, result.error.message)
+    return {
+        "outcome": enum_label(ingest_pb.WriteOutcome, result.outcome),
+        "memory": memory_json(result.memory, with_content=False),
+    }
