@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mnemo_cli.commands import admin, harvest, memory, running
+from mnemo_cli.commands import admin, harvest, imports, memory, running
 
 
 class Parser(argparse.ArgumentParser):
@@ -121,6 +121,12 @@ def build_parser() -> Parser:
         "write", help="write a memory (content from the argument or stdin)", deferred=_write_arguments
     )
     write.set_defaults(func=memory.cmd_write)
+
+    imports_ = _with_common(
+        sub.add_parser("import", help="write every memory of a JSON-lines file (one write body a line); resumable")
+    )
+    imports_.add_argument("file", help="the .jsonl file; `-` reads stdin")
+    imports_.set_defaults(func=imports.cmd_import)
 
     update = _with_common(sub.add_parser("update", help="store a new version of a memory"))
     update.add_argument("id")

@@ -1,0 +1,96 @@
+"""`mnemo import FILE.jsonl`: many memories through the batch endpoint, with progress, resumable.
+
+Each line is one write body (as `POST /api/v1/memories` takes). A line without an idempotency key
+gets one made from its own text, so a rerun (after an interruption, or of the same file) replays
+what is already in instead of storing it twice, and only what is new is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mnemo_cli.commands.common import client, workspace_ref
+from mnemo_cli.output import print_json, progress_bar
+
+# Well under the server's 1,000: a batch is one transaction, and the bar moves per batch.
+BATCH = 200
+
+
+def _lines(path: str) -> list[tuple[int, str]]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def _body(line: str) -> dict[str, Any]:
+    item = json.loads(line)
+    if not isinstance(item, dict):
+        raise ValueError("a line must be a JSON object (a write body)")
+    if not item.get("idempotency_key"):
+        digest = hashlib.sha256(line.strip().encode()).hexdigest()[:32]
+        item["idempotency_key"] = f"import-{digest}"
+    return item
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    try:
+        lines = _lines(args.file)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"mnemo: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    counts = {"written": 0, "already in": 0, "refused": 0}
+    refused: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    bar = sys.stderr.isatty() and not args.json
+    gateway = client()
+    for start in range(0, len(lines), BATCH):
+        batch: list[tuple[int, dict[str, Any]]] = []
+        for number, line in lines[start : start + BATCH]:
+            try:
+                batch.append((number, _body(line)))
+            except ValueError as exc:  # json.JSONDecodeError is a ValueError
+                error = {
+                    "code": "INVALID_ARGUMENT",
+                    "reason": "INVALID_ARGUMENT",
+                    "message": f"not a write body: {exc}",
+                }
+                failure: dict[str, Any] = {"line": number, "error": error}
+                refused.append(failure)
+                results.append(failure)
+                counts["refused"] += 1
+        if batch:
+            body = {"workspace": workspace_ref(args.workspace), "items": [item for _, item in batch]}
+            answered = gateway.request("POST", "/memories:batch", json=body)["results"]
+            for (number, _), result in zip(batch, answered, strict=True):
+                results.append({"line": number, **result})
+                if "error" in result:
+                    refused.append({"line": number, **result})
+                    counts["refused"] += 1
+                elif result["outcome"] in ("created", "new_version"):
+                    counts["written"] += 1
+                else:
+                    counts["already in"] += 1
+        if bar:
+            done = min(start + BATCH, len(lines))
+            print(progress_bar(done, len(lines), "lines", counts), end="", file=sys.stderr, flush=True)
+    if bar:
+        print(file=sys.stderr)
+    # Lines refused here (not JSON) were noted before their batch's answers: back in file order.
+    results.sort(key=lambda r: int(r["line"]))
+    refused.sort(key=lambda r: int(r["line"]))
+    if args.json:
+        print_json({"results": results, **{k.replace(" ", "_"): v for k, v in counts.items()}})
+    else:
+        for failure in refused:
+            error = failure["error"]
+            reason = f" ({error['reason']})" if error.get("reason") not in (None, "", "UNSPECIFIED") else ""
+            print(f"line {failure['line']}: {error['code']}{reason}: {error['message']}")
+        print(
+            f"{len(lines)} lines: {counts['written']} written, {counts['already in']} already in, "
+            f"{counts['refused']} refused"
+        )
+    return 1 if refused else 0
