@@ -52,6 +52,7 @@ from tests.helpers import Postgres
 # Every operation of the OpenAPI document; a route added without joining this list fails the first test.
 ROUTES = [
     ("POST", "/memories"),
+    ("POST", "/memories:batch"),
     ("GET", "/memories"),
     ("GET", "/memories/{memory_id}"),
     ("PATCH", "/memories/{memory_id}"),
