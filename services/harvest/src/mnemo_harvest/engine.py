@@ -332,27 +332,39 @@ class HarvestEngine:
         items = extract_marked(session)
         if summary:
             items += [i for i in extract_marked(_summary_session(session, summary)) if i not in items]
+        requests = []
         for item in items:
             text = redact(item.text).text
             digest = hashlib.sha256(f"{item.kind}:{text}".encode()).hexdigest()[:12]
             metadata = struct_pb2.Struct()
             metadata.update({"session_memory_id": memory_id, "session_id": session.session_id, "said_by": item.role})
-            request = ingest_pb.WriteMemoryRequest(
-                workspace=workspace,
-                kind=common_pb2.MEMORY_KIND_DECISION if item.kind == "decision" else common_pb2.MEMORY_KIND_LESSON,
-                title=text[:80],
-                content=text,
-                tags=[session.agent, item.kind],
-                metadata=metadata,
-                # One identity per line: re-deriving a grown session does not duplicate it.
-                source_uri=f"{uri}#{item.kind}-{digest}",
-                provenance=common_pb2.PROVENANCE_EXTRACTED,
-                status=common_pb2.MEMORY_STATUS_CANDIDATE,
+            requests.append(
+                ingest_pb.WriteMemoryRequest(
+                    workspace=workspace,
+                    kind=common_pb2.MEMORY_KIND_DECISION if item.kind == "decision" else common_pb2.MEMORY_KIND_LESSON,
+                    title=text[:80],
+                    content=text,
+                    tags=[session.agent, item.kind],
+                    metadata=metadata,
+                    # One identity per line: re-deriving a grown session does not duplicate it.
+                    source_uri=f"{uri}#{item.kind}-{digest}",
+                    provenance=common_pb2.PROVENANCE_EXTRACTED,
+                    status=common_pb2.MEMORY_STATUS_CANDIDATE,
+                )
             )
-            try:
-                await self.ingest.WriteMemory(request, metadata=_as_harvest())
-            except grpc.aio.AioRpcError as exc:
-                log.info("extracted_memory_not_written", code=exc.code().name, detail=exc.details())
+        if not requests:
+            return
+        # One call for the session's lines: each is answered alone, so a refused one costs only itself.
+        try:
+            response = await self.ingest.WriteMemories(
+                ingest_pb.WriteMemoriesRequest(items=requests), metadata=_as_harvest()
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.info("extracted_memories_not_written", code=exc.code().name, detail=exc.details())
+            return
+        for result in response.results:
+            if result.error.code:
+                log.info("extracted_memory_not_written", code=result.error.code, detail=result.error.message)
 
     async def _archive(self, session: Session) -> tuple[str, int] | None:
         if self.archive is None or self.paused:
