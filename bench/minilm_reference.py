@@ -5,7 +5,6 @@ graph); this script records what the original sentence-transformers/torch model 
 fixed, varied set of texts, so tests/libs/test_embedder_equivalence.py can hold the ONNX
 embedder to it without torch installed. Re-run it where torch is installed:
 
-    uv run --extra torch --package mnemo-embed python -m bench.minilm_reference   # or
     uv sync --all-packages --extra torch && uv run python -m bench.minilm_reference
 
 It writes tests/fixtures/embeddings/minilm_reference.json (texts, vectors rounded to 6 decimals,
