@@ -76,6 +76,19 @@ async def test_the_graph_is_cached_and_a_second_start_reads_it(embedder: LocalEm
     assert took < 10, f"warm start took {took:.1f} s"
 
 
+async def test_a_damaged_cache_file_is_rebuilt(embedder: LocalEmbedder, cache_dir: Path, tmp_path: Path) -> None:
+    (cached,) = cache_dir.glob("*.onnx")
+    damaged = tmp_path / cached.name
+    damaged.write_bytes(cached.read_bytes()[:1000])
+    model = LocalEmbedder(cache_dir=tmp_path)
+    model.start()
+    await model.wait_ready()
+    assert model.state == "ready"
+    assert damaged.stat().st_size == cached.stat().st_size, "the rebuilt graph replaced the damaged file"
+    text = ["rebuilt"]
+    assert float((await model.embed(text))[0] @ (await embedder.embed(text))[0]) >= 0.99999
+
+
 async def test_a_query_is_not_queued_behind_a_large_batch(embedder: LocalEmbedder) -> None:
     batch = [" ".join(["memory"] * 250) + f" {i}" for i in range(64)]
     started = time.perf_counter()

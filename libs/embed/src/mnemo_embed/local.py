@@ -52,12 +52,20 @@ class _OnnxBackend:
     def __init__(self, path: Path, max_tokens: int, batch_size: int, threads: int, cache_dir: Path | None) -> None:
         import onnxruntime
 
-        graph = onnx_graph.cached_graph(path, cache_dir)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: its warnings are for graph authors
-        self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        graph = onnx_graph.cached_graph(path, cache_dir)
+        try:
+            self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        except Exception:
+            if not isinstance(graph, str):
+                raise
+            # A cached file onnxruntime refuses (damaged, or from an incompatible build): build anew.
+            log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
+            graph = onnx_graph.cached_graph(path, cache_dir, rebuild=True)
+            self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         self._batch_size = batch_size
         # A tokenizer of its own, set up once and never changed: concurrent encodes only borrow it
         # (it is changing truncation or padding mid-encode that fails with "Already borrowed").

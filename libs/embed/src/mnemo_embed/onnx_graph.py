@@ -93,11 +93,11 @@ def fingerprint(model_dir: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-def cached_graph(model_dir: Path, cache_dir: Path | None) -> str | bytes:
-    """The graph for `model_dir`: a cached file's path if there is one, else the built graph's bytes
-    (written to the cache on the way, when `cache_dir` is given and writable)."""
+def cached_graph(model_dir: Path, cache_dir: Path | None, rebuild: bool = False) -> str | bytes:
+    """The graph for `model_dir`: a cached file's path if there is one (and not `rebuild`), else the
+    built graph's bytes (written to the cache on the way, when `cache_dir` is given and writable)."""
     path = cache_dir / f"{model_dir.name}-{fingerprint(model_dir)}.onnx" if cache_dir else None
-    if path is not None and path.is_file():
+    if path is not None and path.is_file() and not rebuild:
         return str(path)
     data = build_sentence_encoder(model_dir).SerializeToString()
     if path is not None:
