@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder
+from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder, bundled_model_dir
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embeddings" / "minilm_reference.json"
 MIN_COSINE = 0.999
@@ -101,3 +103,16 @@ async def test_a_query_is_not_queued_behind_a_large_batch(embedder: LocalEmbedde
     batch_took = time.perf_counter() - started
     # Behind a lock the query would wait for the whole batch; with concurrent runs it does not.
     assert query_took < batch_took / 2, f"query {query_took:.2f} s, batch {batch_took:.2f} s"
+
+
+@pytest.mark.skipif(find_spec("sentence_transformers") is not None, reason="the torch extra is installed")
+async def test_a_model_the_builder_does_not_know_needs_the_torch_extra(tmp_path: Path) -> None:
+    model_dir = tmp_path / "some-roberta"
+    shutil.copytree(bundled_model_dir(), model_dir, ignore=shutil.ignore_patterns("*.safetensors"))
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+    model = LocalEmbedder(str(model_dir))
+    model.start()
+    with pytest.raises(Exception, match="torch extra"):
+        await model.wait_ready()
+    assert "model_type is 'roberta'" in model.state
