@@ -53,7 +53,12 @@ def _distributions(module: str) -> set[str]:
         return {"mnemo-protos"}
     if module.startswith("mnemo_"):
         return {"mnemo-" + module.removeprefix("mnemo_")}
-    return {_normalize(d) for d in _module_owners().get(module, [])}
+    owners = _module_owners().get(module)
+    if owners is None:
+        # Not installed here: an optional extra left out of this environment (sentence_transformers
+        # without `--extra torch`); such modules are named as their distributions.
+        return {_normalize(module)}
+    return {_normalize(d) for d in owners}
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from mnemo_embed.local import LocalEmbedder
 
 @pytest.fixture(scope="module")
 def model() -> LocalEmbedder:
-    # Reads the bundled tokenizer and config only; torch is not loaded.
+    # Reads the bundled tokenizer and config only; no session is built.
     return LocalEmbedder()
 
 

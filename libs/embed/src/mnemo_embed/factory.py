@@ -17,7 +17,12 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
     if settings.embedder == "local":
         from mnemo_embed.local import LocalEmbedder
 
-        embedder = LocalEmbedder(settings.model, batch_size=settings.batch_size)
+        embedder = LocalEmbedder(
+            settings.model,
+            batch_size=settings.batch_size,
+            threads=settings.threads,
+            cache_dir=settings.resolved_cache_dir,
+        )
     elif settings.embedder == "openai":
         from mnemo_embed.openai import OpenAIEmbedder
 

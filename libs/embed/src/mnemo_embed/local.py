@@ -1,4 +1,9 @@
-"""The default embedder: sentence-transformers on the CPU, with the bundled all-MiniLM-L6-v2."""
+"""The default embedder: the bundled all-MiniLM-L6-v2 on onnxruntime, on the CPU, without torch.
+
+The ONNX graph is built from the model's safetensors by mnemo_embed.onnx_graph (and cached); the
+`tokenizers` library does the word pieces. A model directory that builder does not know (not a
+BERT with mean pooling) runs on sentence-transformers instead, which needs the `torch` extra.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,13 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import structlog
 from tokenizers import Tokenizer
 
+from mnemo_embed import onnx_graph
 from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
 
 log = structlog.get_logger("mnemo.embed")
@@ -31,10 +37,107 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-class LocalEmbedder(EmbedderBase):
-    """Reads dimension, window and tokenizer from the model directory at once; loads torch later."""
+class _Backend(Protocol):
+    name: str
 
-    def __init__(self, model_dir: str = "", batch_size: int = 32) -> None:
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+class _OnnxBackend:
+    """One onnxruntime session. Its run() is thread-safe, so a query is not queued behind a worker's
+    batch: both run at once on the session's thread pool."""
+
+    name = "onnxruntime"
+
+    def __init__(self, path: Path, max_tokens: int, batch_size: int, threads: int, cache_dir: Path | None) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # errors only: its warnings are for graph authors
+        graph = onnx_graph.cached_graph(path, cache_dir)
+        try:
+            self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        except Exception:
+            if not isinstance(graph, str):
+                raise
+            # A cached file onnxruntime refuses (damaged, or from an incompatible build): build anew.
+            log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
+            graph = onnx_graph.cached_graph(path, cache_dir, rebuild=True)
+            self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        self._batch_size = batch_size
+        # A tokenizer of its own, set up once and never changed: concurrent encodes only borrow it
+        # (it is changing truncation or padding mid-encode that fails with "Already borrowed").
+        self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length=max_tokens)
+        self._tokenizer.no_padding()
+        self._pad_id = int(self._tokenizer.token_to_id("[PAD]") or 0)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        # Longest first, in batches of similar length: little padding, as sentence-transformers does.
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        out: np.ndarray | None = None
+        for start in range(0, len(order), self._batch_size):
+            batch = order[start : start + self._batch_size]
+            width = max(len(encodings[i].ids) for i in batch)
+            ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            inputs = {onnx_graph.INPUT_IDS: ids, onnx_graph.ATTENTION_MASK: mask}
+            vectors = np.asarray(self._session.run([onnx_graph.OUTPUT], inputs)[0], dtype=np.float32)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+        assert out is not None, "encode() is never called without texts"
+        return out
+
+
+class _TorchBackend:
+    """sentence-transformers, for model directories the ONNX builder does not know (`torch` extra)."""
+
+    name = "sentence-transformers"
+
+    def __init__(self, path: Path, batch_size: int) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderUnavailable(
+                f"{path} is not a model the ONNX embedder can build ({onnx_graph.supports(path)}); running it needs "
+                "sentence-transformers: install the torch extra (uv sync --all-packages --extra torch)"
+            ) from exc
+        self._model = SentenceTransformer(str(path), device="cpu")
+        self._batch_size = batch_size
+        # Its tokenizer resets truncation and padding on every call: concurrent encodes would fail
+        # with "Already borrowed", so one at a time.
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return np.asarray(
+                self._model.encode(
+                    texts,
+                    batch_size=self._batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ),
+                dtype=np.float32,
+            )
+
+
+class LocalEmbedder(EmbedderBase):
+    """Reads dimension, window and tokenizer from the model directory at once; builds the session later."""
+
+    def __init__(
+        self, model_dir: str = "", batch_size: int = 32, threads: int = 0, cache_dir: str | Path | None = None
+    ) -> None:
         super().__init__()
         self.path = Path(model_dir) if model_dir else bundled_model_dir()
         if not (self.path / "tokenizer.json").exists():
@@ -45,12 +148,19 @@ class LocalEmbedder(EmbedderBase):
         self.dimension = int(pooling.get("word_embedding_dimension") or config["hidden_size"])
         self.max_tokens = int(_read_json(self.path / "sentence_bert_config.json").get("max_seq_length", 256))
         self.batch_size = batch_size
+        # onnxruntime would otherwise size its pool from the machine; 0 means every core.
+        self.threads = threads or os.cpu_count() or 1
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        # For count_tokens: no truncation, no padding, no special tokens.
         self._tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
-        self._st_model = None
-        # Fast tokenizers refuse concurrent use from threads ("Already borrowed"): one encode at a time.
-        self._lock = threading.Lock()
+        self._backend: _Backend | None = None
+
+    @property
+    def backend(self) -> str:
+        """Which runtime embeds: `onnxruntime`, `sentence-transformers`, or `` before loading."""
+        return self._backend.name if self._backend is not None else ""
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
@@ -75,43 +185,37 @@ class LocalEmbedder(EmbedderBase):
                 loop.call_soon_threadsafe(_settle, loaded, result, error)
 
         # A daemon thread, not the loop's executor: asyncio.run() waits for executor threads at
-        # exit, so a SIGTERM during the ~25 s torch import would otherwise hang shutdown.
+        # exit, so a SIGTERM during a slow load (torch's import takes ~25 s) would hang shutdown.
         threading.Thread(target=load, name="embedder-load", daemon=True).start()
         try:
-            self._st_model = await loaded
+            self._backend = await loaded
         except Exception as exc:
             log.exception("embedder_load_failed", model=self.model)
             self._readiness.fail(f"{type(exc).__name__}: {exc}")
             return
         self._readiness.done()
-        log.info("embedder_ready", model=self.model, dimension=self.dimension)
+        log.info("embedder_ready", model=self.model, dimension=self.dimension, backend=self.backend)
 
-    def _load_sync(self) -> Any:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    def _load_sync(self) -> _Backend:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from sentence_transformers import SentenceTransformer
-
-        model = SentenceTransformer(str(self.path), device="cpu")
-        model.encode(["warm up"], show_progress_bar=False)
-        return model
+        backend: _Backend
+        if onnx_graph.supports(self.path) is None:
+            backend = _OnnxBackend(self.path, self.max_tokens, self.batch_size, self.threads, self.cache_dir)
+        else:
+            backend = _TorchBackend(self.path, self.batch_size)
+        backend.encode(["warm up"])
+        return backend
 
     async def embed(self, texts: list[str]) -> list[np.ndarray]:
         self._readiness.check()
         return await asyncio.to_thread(self._encode, texts)
 
     def _encode(self, texts: list[str]) -> list[np.ndarray]:
-        if self._st_model is None:
+        if self._backend is None:
             raise EmbedderUnavailable("embedder not loaded")
-        with self._lock:
-            vectors = self._st_model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return [np.asarray(v, dtype=np.float32) for v in vectors]
+        if not texts:
+            return []
+        return list(self._backend.encode(texts))
 
 
 def _settle(future: asyncio.Future, result: object, error: BaseException | None) -> None:

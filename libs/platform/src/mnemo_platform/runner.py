@@ -26,7 +26,7 @@ class Component(Protocol):
 
 async def _after_start(components: Sequence[Component]) -> None:
     # Background work (loading the embedding model, queue workers) begins only once every
-    # component is serving, so the gateway answers its first request without waiting on torch.
+    # component is serving, so the gateway answers its first request without waiting on the model.
     for component in components:
         hook = getattr(component, "after_start", None)
         if hook is not None:

@@ -56,6 +56,13 @@ def parse_positive_int(raw: str) -> int:
     return value
 
 
+def parse_non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"must be a non-negative integer, got {raw!r}")
+    return value
+
+
 def parse_port(raw: str) -> int:
     value = int(raw)
     if not 0 <= value <= 65535:

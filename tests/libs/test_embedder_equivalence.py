@@ -1,0 +1,118 @@
+"""The ONNX embedder gives the vectors sentence-transformers gave, so existing databases stay valid.
+
+tests/fixtures/embeddings/minilm_reference.json was recorded from sentence-transformers and torch
+(bench/minilm_reference.py; the versions are in the file): short queries, notes, code, unicode, and
+texts past the 256-token window, which both must truncate the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder, bundled_model_dir
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embeddings" / "minilm_reference.json"
+MIN_COSINE = 0.999
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    return json.loads(FIXTURE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+async def embedder(cache_dir: Path) -> LocalEmbedder:
+    model = LocalEmbedder(cache_dir=cache_dir)
+    model.start()
+    await model.wait_ready()
+    return model
+
+
+async def test_every_reference_text_embeds_to_the_recorded_vector(embedder: LocalEmbedder, reference: dict) -> None:
+    assert embedder.backend == "onnxruntime"
+    assert embedder.model == reference["model"] == BUNDLED_MODEL_NAME
+    texts = [s["text"] for s in reference["samples"]]
+    expected = np.array([s["vector"] for s in reference["samples"]], dtype=np.float64)
+    assert len(texts) >= 40
+    got = np.array(await embedder.embed(texts), dtype=np.float64)
+    assert got.shape == expected.shape == (len(texts), embedder.dimension) == (len(texts), 384)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    cosines = (got * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
+    worst = int(cosines.argmin())
+    assert cosines[worst] >= MIN_COSINE, f"{texts[worst][:60]!r}: cosine {cosines[worst]:.6f}"
+
+
+async def test_a_text_alone_embeds_as_it_does_in_a_padded_batch(embedder: LocalEmbedder, reference: dict) -> None:
+    # Padding must be invisible: the short query is padded to the long text's length in the batch.
+    short, long = "Who is Caroline's mentor?", reference["samples"][-8]["text"]
+    alone = (await embedder.embed([short]))[0]
+    batched = (await embedder.embed([long, short]))[1]
+    assert float(alone @ batched) >= 0.99999
+    assert await embedder.embed([]) == []
+
+
+async def test_the_graph_is_cached_and_a_second_start_reads_it(embedder: LocalEmbedder, cache_dir: Path) -> None:
+    cached = list(cache_dir.glob("*.onnx"))
+    assert len(cached) == 1 and cached[0].stat().st_size > 80_000_000
+    again = LocalEmbedder(cache_dir=cache_dir)
+    started = time.perf_counter()
+    again.start()
+    await again.wait_ready()
+    took = time.perf_counter() - started
+    text = ["the cache holds the same graph"]
+    assert float((await again.embed(text))[0] @ (await embedder.embed(text))[0]) >= 0.99999
+    # A warm start is the session's construction only (about 0.5 s here); generous for CI.
+    assert took < 10, f"warm start took {took:.1f} s"
+
+
+async def test_a_damaged_cache_file_is_rebuilt(embedder: LocalEmbedder, cache_dir: Path, tmp_path: Path) -> None:
+    (cached,) = cache_dir.glob("*.onnx")
+    damaged = tmp_path / cached.name
+    damaged.write_bytes(cached.read_bytes()[:1000])
+    model = LocalEmbedder(cache_dir=tmp_path)
+    model.start()
+    await model.wait_ready()
+    assert model.state == "ready"
+    assert damaged.stat().st_size == cached.stat().st_size, "the rebuilt graph replaced the damaged file"
+    text = ["rebuilt"]
+    assert float((await model.embed(text))[0] @ (await embedder.embed(text))[0]) >= 0.99999
+
+
+async def test_a_query_is_not_queued_behind_a_large_batch(embedder: LocalEmbedder) -> None:
+    batch = [" ".join(["memory"] * 250) + f" {i}" for i in range(64)]
+    started = time.perf_counter()
+    worker = asyncio.create_task(embedder.embed(batch))
+    await asyncio.sleep(0.05)
+    query_started = time.perf_counter()
+    await embedder.embed(["where is the deploy script?"])
+    query_took = time.perf_counter() - query_started
+    await worker
+    batch_took = time.perf_counter() - started
+    # Behind a lock the query would wait for the whole batch; with concurrent runs it does not.
+    assert query_took < batch_took / 2, f"query {query_took:.2f} s, batch {batch_took:.2f} s"
+
+
+@pytest.mark.skipif(find_spec("sentence_transformers") is not None, reason="the torch extra is installed")
+async def test_a_model_the_builder_does_not_know_needs_the_torch_extra(tmp_path: Path) -> None:
+    model_dir = tmp_path / "some-roberta"
+    shutil.copytree(bundled_model_dir(), model_dir, ignore=shutil.ignore_patterns("*.safetensors"))
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+    model = LocalEmbedder(str(model_dir))
+    model.start()
+    with pytest.raises(Exception, match="torch extra"):
+        await model.wait_ready()
+    assert "model_type is 'roberta'" in model.state
