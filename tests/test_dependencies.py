@@ -84,3 +84,24 @@ def test_the_gateway_does_not_pull_in_torch() -> None:
     gateway = _declared(ROOT / "services" / "gateway")
     assert not {"torch", "sentence-transformers", "mnemo-embed", "mnemo-store"} & gateway
     assert "mcp" in gateway  # positive control
+
+
+# What the torch extra brings and the default install must not: a 5.7 GB environment on a CPU machine.
+HEAVY = re.compile(r"^(torch|triton|nvidia-[\w-]+|sentence-transformers|transformers)==", re.MULTILINE)
+
+
+def _exported(*extra: str) -> str:
+    """The locked dependency set of every member, as `uv export` resolves it (no install)."""
+    import shutil
+    import subprocess
+
+    uv = shutil.which("uv")
+    assert uv is not None, "uv is needed to read the lock (CI installs it)"
+    command = [uv, "export", "--no-dev", "--all-packages", "--frozen", "--no-hashes", *extra]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_default_install_resolves_no_torch_cuda_or_sentence_transformers() -> None:
+    assert HEAVY.findall(_exported()) == []
+    # Positive control: the torch extra does bring them, so the pattern matches what it should.
+    assert {"torch", "sentence-transformers"} <= set(HEAVY.findall(_exported("--extra", "torch")))
