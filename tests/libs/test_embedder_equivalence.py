@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -67,15 +66,14 @@ async def test_a_text_alone_embeds_as_it_does_in_a_padded_batch(embedder: LocalE
 async def test_the_graph_is_cached_and_a_second_start_reads_it(embedder: LocalEmbedder, cache_dir: Path) -> None:
     cached = list(cache_dir.glob("*.onnx"))
     assert len(cached) == 1 and cached[0].stat().st_size > 80_000_000
+    before = cached[0].stat().st_mtime_ns
     again = LocalEmbedder(cache_dir=cache_dir)
-    started = time.perf_counter()
     again.start()
     await again.wait_ready()
-    took = time.perf_counter() - started
     text = ["the cache holds the same graph"]
     assert float((await again.embed(text))[0] @ (await embedder.embed(text))[0]) >= 0.99999
-    # A warm start is the session's construction only (about 0.5 s here); generous for CI.
-    assert took < 10, f"warm start took {took:.1f} s"
+    # Read, not rebuilt: the file is the one the first start wrote (how fast is bench/embedder.py's to say).
+    assert [p.stat().st_mtime_ns for p in cache_dir.glob("*.onnx")] == [before]
 
 
 async def test_a_damaged_cache_file_is_rebuilt(embedder: LocalEmbedder, cache_dir: Path, tmp_path: Path) -> None:
@@ -93,16 +91,12 @@ async def test_a_damaged_cache_file_is_rebuilt(embedder: LocalEmbedder, cache_di
 
 async def test_a_query_is_not_queued_behind_a_large_batch(embedder: LocalEmbedder) -> None:
     batch = [" ".join(["memory"] * 250) + f" {i}" for i in range(64)]
-    started = time.perf_counter()
     worker = asyncio.create_task(embedder.embed(batch))
-    await asyncio.sleep(0.05)
-    query_started = time.perf_counter()
-    await embedder.embed(["where is the deploy script?"])
-    query_took = time.perf_counter() - query_started
-    await worker
-    batch_took = time.perf_counter() - started
-    # Behind a lock the query would wait for the whole batch; with concurrent runs it does not.
-    assert query_took < batch_took / 2, f"query {query_took:.2f} s, batch {batch_took:.2f} s"
+    await asyncio.sleep(0.05)  # the batch is in the model
+    query = await embedder.embed(["where is the deploy script?"])
+    # Behind a lock the query would come back only after the whole batch; here it comes back first.
+    assert not worker.done(), "the query waited for the batch"
+    assert len(query) == 1 and len(await worker) == 64
 
 
 @pytest.mark.skipif(find_spec("sentence_transformers") is not None, reason="the torch extra is installed")
