@@ -3,6 +3,7 @@ reason and leaving nothing, replays on a rerun, lexical visibility at commit."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import asyncpg
@@ -12,7 +13,8 @@ import pytest
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo_ingest.writes import MAX_BATCH
-from tests.helpers import Clients, ids, table_counts
+from mnemo_store import EMBED_CHANNEL
+from tests.helpers import Clients, eventually, ids, table_counts
 
 
 def _item(ws: str, content: str, **fields: object) -> pb.WriteMemoryRequest:
@@ -107,3 +109,25 @@ async def test_too_many_items_refuse_the_call_and_write_nothing(hash_clients: Cl
     response = await hash_clients.ingest.WriteMemories(pb.WriteMemoriesRequest(items=items[:MAX_BATCH]))
     assert len(response.results) == MAX_BATCH and not any(r.error.code for r in response.results)
     assert (await table_counts(hash_clients.stack.dsn))["memories"] == counts["memories"] + MAX_BATCH
+
+
+async def test_a_batch_wakes_the_embedding_workers_once(hash_clients: Clients) -> None:
+    ws = await hash_clients.workspace()
+    heard: list[str] = []
+    conn = await asyncpg.connect(hash_clients.stack.dsn)
+    try:
+        await conn.add_listener(EMBED_CHANNEL, lambda *args: heard.append(args[-1]))
+        items = [_item(ws.id, f"one of fifty notes written together, number {i}") for i in range(50)]
+        await hash_clients.ingest.WriteMemories(pb.WriteMemoriesRequest(items=items))
+        await hash_clients.write(ws.id, "a single write after the batch")
+        await hash_clients.write(ws.id, "and another one")
+
+        async def all_heard() -> bool:
+            return len(heard) >= 3
+
+        await eventually(all_heard, timeout=10)
+        await asyncio.sleep(0.3)  # anything late would arrive now
+        # One notification for the fifty (one transaction), one for each single write.
+        assert len(heard) == 3
+    finally:
+        await conn.close()

@@ -281,12 +281,21 @@ EMBED_CHANNEL = "mnemo_embed"
 async def insert_chunks(
     conn: asyncpg.Connection, memory_id: uuid.UUID, version: int, workspace_id: str, chunks: Sequence[ChunkRow]
 ) -> None:
-    """The chunks of one version (pending embedding), and a NOTIFY delivered on commit."""
+    """The chunks of one version (pending embedding), and a NOTIFY delivered on commit, in one statement.
+
+    The NOTIFY wakes the embedding workers of every ingest replica. Its payload is constant: the
+    workers read the queue, not the message, and PostgreSQL folds identical notifications of one
+    transaction into one, so a batch of writes wakes them once.
+    """
     await conn.execute(
         """
-        INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts)
-        SELECT $1, $2, $3, u.ordinal, u.context, u.text, u.parts
-        FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS u(ordinal, context, text, parts)
+        WITH inserted AS (
+            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts)
+            SELECT $1, $2, $3, u.ordinal, u.context, u.text, u.parts
+            FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS u(ordinal, context, text, parts)
+            RETURNING 1
+        )
+        SELECT pg_notify($8, 'chunks') FROM (SELECT count(*) AS n FROM inserted) AS c WHERE c.n > 0
         """,
         memory_id,
         version,
@@ -295,9 +304,8 @@ async def insert_chunks(
         [c.context for c in chunks],
         [c.text for c in chunks],
         [c.parts for c in chunks],
+        EMBED_CHANNEL,
     )
-    # Delivered on commit: wakes the embedding workers of every ingest replica.
-    await conn.execute("SELECT pg_notify($1, $2)", EMBED_CHANNEL, str(memory_id))
 
 
 async def delete_chunks(conn: asyncpg.Connection, memory_id: uuid.UUID, version: int) -> None:
