@@ -80,7 +80,7 @@ class Writes:
 
         async def attempt() -> Written:
             async with self.pool.acquire() as conn, conn.transaction():
-                return await self._write(conn, ref, draft, chunks)
+                return await self._write(conn, await resolve_for_write(conn, ref), draft, chunks)
 
         return await _retrying(attempt)
 
@@ -93,14 +93,27 @@ class Writes:
         ]
         results: list[Written | MnemoError] = []
         async with self.pool.acquire() as conn, conn.transaction():
+            # Each workspace a batch names is resolved (and its wall checked) once, not per item.
+            places: dict[str, WorkspaceRow | MnemoError] = {}
             for ref, draft, chunks in chunked:
                 if not isinstance(draft, Draft):
                     results.append(draft)
                     continue
+                if ref not in places:
+                    try:
+                        places[ref] = await resolve_for_write(conn, ref)
+                    except MnemoError as exc:
+                        places[ref] = exc
+                ws = places[ref]
+                if not isinstance(ws, WorkspaceRow):
+                    results.append(ws)
+                    continue
 
-                async def attempt(ref: str = ref, draft: Draft = draft, chunks: list[db.ChunkRow] = chunks) -> Written:
+                async def attempt(
+                    ws: WorkspaceRow = ws, draft: Draft = draft, chunks: list[db.ChunkRow] = chunks
+                ) -> Written:
                     async with conn.transaction():
-                        return await self._write(conn, ref, draft, chunks)
+                        return await self._write(conn, ws, draft, chunks)
 
                 try:
                     results.append(await _retrying(attempt))
@@ -112,8 +125,9 @@ class Writes:
                     )
         return results
 
-    async def _write(self, conn: asyncpg.Connection, ref: str, draft: Draft, chunks: list[db.ChunkRow]) -> Written:
-        ws = await resolve_for_write(conn, ref)
+    async def _write(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
+    ) -> Written:
         if draft.idempotency_key:
             row = await db.find_by_idempotency_key(conn, ws.id, draft.idempotency_key)
             if row is not None:
