@@ -339,7 +339,9 @@ async def wait_exit(process: asyncio.subprocess.Process, timeout: float) -> bool
 async def test_up_answers_mcp_before_the_model_loads_and_stops_everything_on_sigterm() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="mnemo-"))
     pgdata = data_dir / "pg"
-    env = clean_env(MNEMO_DATA_DIR=str(data_dir), MNEMO_HTTP_PORT="0")  # default embedder: the real model
+    # The default embedder (the real model) with an empty graph cache: the first start of a fresh
+    # install, which builds the graph while it already answers, and is stopped while it does.
+    env = clean_env(MNEMO_DATA_DIR=str(data_dir), MNEMO_HTTP_PORT="0", MNEMO_EMBED_CACHE_DIR=str(data_dir / "onnx"))
     err_path = data_dir / "stderr.log"
     started = time.perf_counter()
     with err_path.open("wb") as err:

@@ -8,6 +8,7 @@ BERT with mean pooling) runs on sentence-transformers instead, which needs the `
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import threading
@@ -22,6 +23,10 @@ from mnemo_embed import onnx_graph
 from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
 
 log = structlog.get_logger("mnemo.embed")
+
+# Building the graph and its session takes a few seconds (more on a busy machine); well inside
+# the 30 s a stopping pod is given.
+LOAD_JOIN_AT_EXIT_S = 20.0
 
 BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -186,7 +191,13 @@ class LocalEmbedder(EmbedderBase):
 
         # A daemon thread, not the loop's executor: asyncio.run() waits for executor threads at
         # exit, so a SIGTERM during a slow load (torch's import takes ~25 s) would hang shutdown.
-        threading.Thread(target=load, name="embedder-load", daemon=True).start()
+        thread = threading.Thread(target=load, name="embedder-load", daemon=True)
+        thread.start()
+        # But the process must not end under a load in native code (onnxruntime building its
+        # session): C++ aborts ("terminate called without an active exception", exit -6) when
+        # its statics are torn down under a running thread. At exit, after the services have
+        # stopped, the load is given a bounded time to finish.
+        atexit.register(thread.join, LOAD_JOIN_AT_EXIT_S)
         try:
             self._backend = await loaded
         except Exception as exc:
