@@ -84,6 +84,11 @@ def treat_as_unavailable(*types: type[BaseException]) -> None:
 INVALID_INPUT_ERRORS: list[type[BaseException]] = []
 
 
+def invalid_input() -> InvalidArgument:
+    """The refusal for text a check upstream missed and the store cannot keep."""
+    return InvalidArgument("a text field holds a character the store cannot keep (a NUL byte?)")
+
+
 def treat_as_invalid_input(*types: type[BaseException]) -> None:
     """Registers exception types that the error-mapping interceptor reports as INVALID_ARGUMENT."""
     for exc_type in types:

@@ -31,11 +31,11 @@ from mnemo_platform.errors import (
     INVALID_INPUT_ERRORS,
     UNAVAILABLE_ERRORS,
     Internal,
-    InvalidArgument,
     MnemoError,
     PermissionDenied,
     Unauthenticated,
     Unavailable,
+    invalid_input,
 )
 from mnemo_platform.reasons import status_details
 
@@ -137,7 +137,7 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
         await _abort(context, exc)
     except tuple(INVALID_INPUT_ERRORS) as exc:
         log.warning("rpc_invalid_input", method=method, error=type(exc).__name__)
-        await _abort(context, InvalidArgument("a text field holds a character the store cannot keep (a NUL byte?)"))
+        await _abort(context, invalid_input())
     except tuple(UNAVAILABLE_ERRORS) as exc:
         log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
         await _abort(context, Unavailable(f"a dependency is unavailable: {type(exc).__name__}"))

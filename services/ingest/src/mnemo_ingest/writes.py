@@ -14,8 +14,8 @@ from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_ingest.steps import Steps, audit_details
 from mnemo_ingest.validation import Draft, check_content, check_metadata, check_tags, check_title, content_hash
 from mnemo_ingest.validation import redacted_text as redact_field
-from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, MnemoError
-from mnemo_platform.errors import INVALID_INPUT_ERRORS
+from mnemo_platform import AlreadyExists, FailedPrecondition, MnemoError
+from mnemo_platform.errors import INVALID_INPUT_ERRORS, invalid_input
 from mnemo_redact import redact, redact_json
 from mnemo_store import VISIBLE_STATUSES, AuditEvent, WorkspaceRow, append_audit_event, resolve_for_write, tombstones
 from mnemo_store import memories as db
@@ -120,9 +120,7 @@ class Writes:
                 except MnemoError as exc:
                     results.append(exc)
                 except tuple(INVALID_INPUT_ERRORS):
-                    results.append(
-                        InvalidArgument("a text field holds a character the store cannot keep (a NUL byte?)")
-                    )
+                    results.append(invalid_input())
         return results
 
     async def _write(

@@ -29,7 +29,7 @@ from mnemo_gateway.operations.convert import (
     written_json,
 )
 from mnemo_gateway.schemas import BatchInput, SearchInput, UpdateInput, WriteInput
-from mnemo_platform import MnemoError, enum_label, enum_value
+from mnemo_platform import MnemoError, enum_value
 
 
 class MemoryOperations(OperationsBase):
@@ -226,11 +226,8 @@ class MemoryOperations(OperationsBase):
 
 
 def _result_json(result: ingest_pb.WriteResult) -> dict[str, Any]:
-    """One item's answer: as a single write's body, or the one error body."""
+    """One item's answer: a single write's body (a WriteResult has its outcome and memory), or the error body."""
     if result.error.code:
         code = grpc.StatusCode.__members__.get(result.error.code, grpc.StatusCode.UNKNOWN)
         return error_body(code, result.error.reason, result.error.message)
-    return {
-        "outcome": enum_label(ingest_pb.WriteOutcome, result.outcome),
-        "memory": memory_json(result.memory, with_content=False),
-    }
+    return written_json(result)
