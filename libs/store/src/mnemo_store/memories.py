@@ -278,32 +278,43 @@ EMBED_CHANNEL = "mnemo_embed"
 """EMBED_CHANNEL is the NOTIFY channel that wakes the embedding workers when chunks are written."""
 
 
-async def insert_chunks(
-    conn: asyncpg.Connection, memory_id: uuid.UUID, version: int, workspace_id: str, chunks: Sequence[ChunkRow]
-) -> None:
-    """The chunks of one version (pending embedding), and a NOTIFY delivered on commit, in one statement.
+@dataclass(frozen=True)
+class VersionChunks:
+    """The chunks of one version of one memory, as insert_chunks takes them."""
+
+    memory_id: uuid.UUID
+    version: int
+    workspace_id: str
+    chunks: Sequence[ChunkRow]
+
+
+async def insert_chunks(conn: asyncpg.Connection, versions: Sequence[VersionChunks]) -> None:
+    """The chunks of any number of versions (pending embedding), and a NOTIFY delivered on commit,
+    in one statement.
 
     The NOTIFY wakes the embedding workers of every ingest replica. Its payload is constant: the
     workers read the queue, not the message, and PostgreSQL folds identical notifications of one
     transaction into one, so a batch of writes wakes them once.
     """
+    rows = [(v, c) for v in versions for c in v.chunks]
     await conn.execute(
         """
         WITH inserted AS (
             INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts)
-            SELECT $1, $2, $3, u.ordinal, u.context, u.text, u.parts
-            FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) AS u(ordinal, context, text, parts)
+            SELECT u.memory_id, u.version, u.workspace_id, u.ordinal, u.context, u.text, u.parts
+            FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[])
+                 AS u(memory_id, version, workspace_id, ordinal, context, text, parts)
             RETURNING 1
         )
         SELECT pg_notify($8, 'chunks') FROM (SELECT count(*) AS n FROM inserted) AS c WHERE c.n > 0
         """,
-        memory_id,
-        version,
-        workspace_id,
-        [c.ordinal for c in chunks],
-        [c.context for c in chunks],
-        [c.text for c in chunks],
-        [c.parts for c in chunks],
+        [v.memory_id for v, _ in rows],
+        [v.version for v, _ in rows],
+        [v.workspace_id for v, _ in rows],
+        [c.ordinal for _, c in rows],
+        [c.context for _, c in rows],
+        [c.text for _, c in rows],
+        [c.parts for _, c in rows],
         EMBED_CHANNEL,
     )
 

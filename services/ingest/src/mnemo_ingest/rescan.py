@@ -108,7 +108,9 @@ class Rescan:
         for version, (vtitle, vcontent) in scrubbed.items():
             await db.rewrite_version(conn, memory_id, version, vtitle, vcontent, content_hash(vcontent))
             await db.delete_chunks(conn, memory_id, version)
-            await db.insert_chunks(conn, memory_id, version, workspace_id, await self.steps.chunks(vtitle, vcontent))
+            await db.insert_chunks(
+                conn, [db.VersionChunks(memory_id, version, workspace_id, await self.steps.chunks(vtitle, vcontent))]
+            )
         current = scrubbed.get(row["version"])
         await db.rewrite_fields(
             conn,

@@ -131,7 +131,7 @@ class Steps:
                 trust=self.own_trust(draft.suspicious),
             ),
         )
-        await db.insert_chunks(conn, memory_id, 1, ws.id, chunks)
+        await db.insert_chunks(conn, [db.VersionChunks(memory_id, 1, ws.id, chunks)])
         return memory_id
 
     async def new_version(
@@ -166,7 +166,7 @@ class Steps:
                 trust=self.own_trust(suspicious),
             ),
         )
-        await db.insert_chunks(conn, memory_id, version, row["workspace_id"], chunks)
+        await db.insert_chunks(conn, [db.VersionChunks(memory_id, version, row["workspace_id"], chunks)])
         await append_audit_event(
             conn,
             AuditEvent(
