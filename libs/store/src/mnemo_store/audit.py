@@ -88,9 +88,10 @@ async def append_audit_events(conn: asyncpg.Connection, events: Sequence[AuditEv
         )
     }
     trace_id = current_trace_id()
-    rows = []
+    rows: list[dict[str, Any]] = []
+    hashes: list[str] = []
     for event in events:
-        row = {
+        row: dict[str, Any] = {
             "workspace_id": event.workspace_id,
             "action": event.action,
             "memory_id": event.memory_id,
@@ -104,9 +105,11 @@ async def append_audit_events(conn: asyncpg.Connection, events: Sequence[AuditEv
             "request_id": call.request_id,
             "trace_id": trace_id,
         }
-        row["prev_hash"] = heads[event.workspace_id]
-        row["hash"] = heads[event.workspace_id] = event_hash(row["prev_hash"], _hashed_fields(row))
+        prev_hash = heads[event.workspace_id]
+        row["prev_hash"] = prev_hash
+        row["hash"] = heads[event.workspace_id] = event_hash(prev_hash, _hashed_fields(row))
         rows.append(row)
+        hashes.append(row["hash"])
     columns = [
         ("at", "timestamptz"),
         ("principal", "text"),
@@ -130,7 +133,7 @@ async def append_audit_events(conn: asyncpg.Connection, events: Sequence[AuditEv
         f"AS u({names}, n) ORDER BY n",
         *[[row[name] for row in rows] for name, _ in columns],
     )
-    return [row["hash"] for row in rows]
+    return hashes
 
 
 @dataclass(frozen=True)
