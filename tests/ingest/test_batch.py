@@ -12,6 +12,7 @@ import pytest
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
+from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_ingest.writes import MAX_BATCH
 from mnemo_store import EMBED_CHANNEL
 from tests.helpers import Clients, eventually, ids, table_counts
@@ -131,3 +132,74 @@ async def test_a_batch_wakes_the_embedding_workers_once(hash_clients: Clients) -
         assert len(heard) == 3
     finally:
         await conn.close()
+
+
+async def _write_events(dsn: str, ws: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(
+            "SELECT id, action, memory_id::text AS memory_id FROM audit_events WHERE workspace_id = $1 ORDER BY id", ws
+        )
+    finally:
+        await conn.close()
+
+
+async def test_new_memories_go_in_together_and_every_other_item_is_decided_alone(hash_clients: Clients) -> None:
+    a, b = await hash_clients.workspace(), await hash_clients.workspace()
+    old = await hash_clients.write(a.id, "an earlier note under a key", idempotency_key="k-old")
+    source = await hash_clients.write(a.id, "the first version of a sourced note", source_uri="test://batch/src")
+    before = {ws: len(await _write_events(hash_clients.stack.dsn, ws)) for ws in (a.id, b.id)}
+    items = [
+        _item(a.id, "Fresh note one: the cache lives in /var/cache/app."),
+        _item(b.id, "Fresh note two, in the other workspace."),
+        _item(a.id, "an earlier note under a key", idempotency_key="k-old"),  # replay of a stored key
+        _item(a.id, "Fresh note three, keyed.", idempotency_key="k-new"),
+        _item(a.id, "Fresh note three, keyed.", idempotency_key="k-new"),  # the same key again in the batch
+        _item(a.id, "the second version of a sourced note", source_uri="test://batch/src"),
+        _item(b.id, "Fresh note four: retries use exponential backoff."),
+        _item(a.id, "other content under a key this batch used", idempotency_key="k-new"),
+    ]
+    response = await hash_clients.ingest.WriteMemories(pb.WriteMemoriesRequest(items=items))
+    outcomes = [pb.WriteOutcome.Name(r.outcome).removeprefix("WRITE_OUTCOME_") for r in response.results]
+    assert outcomes[:7] == ["CREATED", "CREATED", "REPLAYED", "CREATED", "REPLAYED", "NEW_VERSION", "CREATED"]
+    assert response.results[7].error.reason == reasons_pb.ERROR_REASON_IDEMPOTENCY_KEY_REUSED
+    assert not response.results[7].HasField("memory")
+    assert response.results[2].memory.id == old.id
+    assert response.results[4].memory.id == response.results[3].memory.id
+    assert response.results[5].memory.id == source.id and response.results[5].memory.version == 2
+    assert [r.memory.content for r in response.results[:2]] == [items[0].content, items[1].content]
+    # Each chain holds exactly the batch's changes, the new memories' events in the batch's order,
+    # and verifies.
+    after = {ws: await _write_events(hash_clients.stack.dsn, ws) for ws in (a.id, b.id)}
+    new_in_a = after[a.id][before[a.id] :]
+    assert sorted(e["action"] for e in new_in_a) == ["update", "write", "write"]
+    assert [e["memory_id"] for e in new_in_a if e["action"] == "write"] == [
+        response.results[0].memory.id,
+        response.results[3].memory.id,
+    ]
+    assert [e["memory_id"] for e in after[b.id][before[b.id] :]] == [
+        response.results[1].memory.id,
+        response.results[6].memory.id,
+    ]
+    for ws in (a.id, b.id):
+        check = await hash_clients.search.VerifyAudit(spb.VerifyAuditRequest(workspace=ws))
+        assert check.ok and check.events_checked == len(after[ws]), check.problem
+
+
+async def test_concurrent_batches_with_the_same_keys_store_each_note_once(hash_clients: Clients) -> None:
+    ws = await hash_clients.workspace()
+    items = [_item(ws.id, f"imported note {i}: the port is {8000 + i}", idempotency_key=f"same-{i}") for i in range(30)]
+    # Every call looks the keys up before any commits, so most must fall back to writing alone.
+    responses = await asyncio.gather(
+        *(hash_clients.ingest.WriteMemories(pb.WriteMemoriesRequest(items=items)) for _ in range(4))
+    )
+    created = 0
+    for response in responses:
+        assert not any(r.error.code for r in response.results)
+        assert [r.memory.id for r in response.results] == [r.memory.id for r in responses[0].results]
+        created += sum(r.outcome == pb.WRITE_OUTCOME_CREATED for r in response.results)
+    assert created == len(items)
+    memories, _, events = await _counts_in(hash_clients.stack.dsn, ws.id)
+    assert (memories, events) == (len(items), len(items) + 1)  # and the workspace's own event
+    check = await hash_clients.search.VerifyAudit(spb.VerifyAuditRequest(workspace=ws.id))
+    assert check.ok, check.problem

@@ -14,7 +14,14 @@ from mnemo_store.access import (
     resolve_registered,
     workspace_clause,
 )
-from mnemo_store.audit import AuditEvent, ChainCheck, append_audit_event, event_hash, verify_chains
+from mnemo_store.audit import (
+    AuditEvent,
+    ChainCheck,
+    append_audit_event,
+    append_audit_events,
+    event_hash,
+    verify_chains,
+)
 from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool
 from mnemo_store.embedded import EmbeddedPostgres
 from mnemo_store.embedding_space import (
@@ -70,6 +77,7 @@ __all__ = [
     "add_workspace",
     "admin_token_exists",
     "append_audit_event",
+    "append_audit_events",
     "apply_migrations",
     "authenticate",
     "bootstrap_admin_token",

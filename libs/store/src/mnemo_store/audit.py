@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,52 +52,88 @@ def event_hash(prev_hash: str, fields: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
 
 
+async def _lock_chains(conn: asyncpg.Connection, workspace_ids: Sequence[str]) -> None:
+    """Serialises appends to these workspaces' chains until commit, so a chain never forks.
+
+    Taken in a statement of its own, before the chain's head is read: a statement that waited for
+    the lock would read the head from a snapshot taken before the holder committed. Sorted, so two
+    transactions locking the same workspaces cannot deadlock.
+    """
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('mnemo.audit:' || w, 0)) "
+        "FROM (SELECT DISTINCT unnest($1::text[]) AS w ORDER BY 1) AS ws",
+        list(workspace_ids),
+    )
+
+
 async def append_audit_event(conn: asyncpg.Connection, event: AuditEvent) -> str:
     """Appends the event in the current transaction and returns its hash."""
+    return (await append_audit_events(conn, [event]))[0]
+
+
+async def append_audit_events(conn: asyncpg.Connection, events: Sequence[AuditEvent]) -> list[str]:
+    """Appends the events, in order, in the current transaction and returns their hashes: the
+    chains are extended once (one lock, one head read, one multi-row insert), however many events."""
+    if not events:
+        return []
     call = current_call()
-    # Serialise appends per workspace until commit, so the chain never forks.
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('mnemo.audit:' || $1, 0))", event.workspace_id)
-    prev = await conn.fetchval(
-        "SELECT hash FROM audit_events WHERE workspace_id = $1 ORDER BY id DESC LIMIT 1",
-        event.workspace_id,
-    )
-    prev_hash = prev or GENESIS_HASH
-    row = {
-        "workspace_id": event.workspace_id,
-        "action": event.action,
-        "memory_id": event.memory_id,
-        "version": event.version,
-        "before_hash": event.before_hash,
-        "after_hash": event.after_hash,
-        "details": event.details,
-        # Microseconds, as PostgreSQL stores them: the hash must survive the round trip.
-        "at": datetime.now(UTC),
-        "principal": call.principal,
-        "request_id": call.request_id,
-        "trace_id": current_trace_id(),
+    workspaces = sorted({e.workspace_id for e in events})
+    await _lock_chains(conn, workspaces)
+    heads = {
+        r["w"]: r["hash"] or GENESIS_HASH
+        for r in await conn.fetch(
+            "SELECT w, (SELECT hash FROM audit_events WHERE workspace_id = w ORDER BY id DESC LIMIT 1) AS hash "
+            "FROM unnest($1::text[]) AS w",
+            workspaces,
+        )
     }
-    digest = event_hash(prev_hash, _hashed_fields(row))
+    trace_id = current_trace_id()
+    rows: list[dict[str, Any]] = []
+    hashes: list[str] = []
+    for event in events:
+        row: dict[str, Any] = {
+            "workspace_id": event.workspace_id,
+            "action": event.action,
+            "memory_id": event.memory_id,
+            "version": event.version,
+            "before_hash": event.before_hash,
+            "after_hash": event.after_hash,
+            "details": event.details,
+            # Microseconds, as PostgreSQL stores them: the hash must survive the round trip.
+            "at": datetime.now(UTC),
+            "principal": call.principal,
+            "request_id": call.request_id,
+            "trace_id": trace_id,
+        }
+        prev_hash = heads[event.workspace_id]
+        row["prev_hash"] = prev_hash
+        row["hash"] = heads[event.workspace_id] = event_hash(prev_hash, _hashed_fields(row))
+        rows.append(row)
+        hashes.append(row["hash"])
+    columns = [
+        ("at", "timestamptz"),
+        ("principal", "text"),
+        ("workspace_id", "text"),
+        ("action", "text"),
+        ("memory_id", "uuid"),
+        ("version", "int"),
+        ("before_hash", "text"),
+        ("after_hash", "text"),
+        ("request_id", "text"),
+        ("trace_id", "text"),
+        ("prev_hash", "text"),
+        ("hash", "text"),
+        ("details", "jsonb"),
+    ]
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(columns, 1))
+    # Ids are taken in the order given (WITH ORDINALITY): a chain is walked by id.
     await conn.execute(
-        """
-        INSERT INTO audit_events (at, principal, workspace_id, action, memory_id, version,
-                                  before_hash, after_hash, request_id, trace_id, prev_hash, hash, details)
-        VALUES ($1, $2, $3, $4, $5::uuid, $6, $7, $8, $9, $10, $11, $12, $13)
-        """,
-        row["at"],
-        row["principal"],
-        row["workspace_id"],
-        row["action"],
-        row["memory_id"],
-        row["version"],
-        row["before_hash"],
-        row["after_hash"],
-        row["request_id"],
-        row["trace_id"],
-        prev_hash,
-        digest,
-        row["details"],
+        f"INSERT INTO audit_events ({names}) SELECT {names} FROM unnest({arrays}) WITH ORDINALITY "
+        f"AS u({names}, n) ORDER BY n",
+        *[[row[name] for row in rows] for name, _ in columns],
     )
-    return digest
+    return hashes
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await register_vector(conn)
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """A released connection keeps its session: asyncpg has already rolled back any open
+    transaction, and no pooled connection holds session state (settings are SET LOCAL, locks are
+    transaction locks, LISTEN and session locks use connections of their own). The default reset
+    (UNLISTEN, RESET ALL, unlock all, CLOSE ALL) would cost a round trip per acquire."""
+
+
 async def open_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     """Opens the pool; a database that cannot be reached is UNAVAILABLE with the reason."""
     instrument_asyncpg()
@@ -54,6 +61,7 @@ async def open_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
+            reset=_keep_session,
             command_timeout=60,
             server_settings={"application_name": "mnemo"},
         )

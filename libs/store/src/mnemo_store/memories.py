@@ -7,6 +7,7 @@ transaction; nothing here decides who may do what (that is the access module and
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ async def _update_reindexed(conn: asyncpg.Connection, update: str, *args: Any) -
 class NewMemory:
     """A memory about to be inserted: its first version, its first status span and its chunks."""
 
+    id: uuid.UUID
     workspace_id: str
     kind: str
     title: str
@@ -100,6 +102,7 @@ class NewMemory:
     suspicious: tuple[str, ...]
     trust: float
     """trust is the memory's own factor (lowered while its text is flagged suspicious)."""
+    chunks: Sequence[ChunkRow]
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,60 @@ async def find_by_idempotency_key(conn: asyncpg.Connection, workspace_id: str, k
     )
 
 
+async def fetch_memories(conn: asyncpg.Connection, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+    """fetch_memory for many at once, by id."""
+    if not memory_ids:
+        return {}
+    rows = await conn.fetch(
+        f"SELECT {MEMORY_COLUMNS}, v.content FROM memories m {CONTENT_JOIN} WHERE m.id = ANY($1::uuid[])",
+        list(memory_ids),
+    )
+    return {r["id"]: r for r in rows}
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a batch of writes would collide with: idempotency keys in use, and sources that have a
+    memory, a standing tombstone or a derivation, each keyed by (workspace id, value)."""
+
+    keys: dict[tuple[str, str], asyncpg.Record]
+    """keys maps to the memory holding the key (its id and content_hash)."""
+    sources: set[tuple[str, str]]
+
+
+async def find_taken(
+    conn: asyncpg.Connection, keys: Sequence[tuple[str, str]], sources: Sequence[tuple[str, str]]
+) -> Taken:
+    """One statement for a batch: which of these idempotency keys and source uris are already taken."""
+    if not keys and not sources:
+        return Taken({}, set())
+    key_rows = await conn.fetch(
+        """
+        SELECT 'key' AS what, m.workspace_id, m.idempotency_key AS value, m.id, m.content_hash
+        FROM memories m JOIN unnest($1::text[], $2::text[]) AS k(w, v)
+             ON m.workspace_id = k.w AND m.idempotency_key = k.v
+        UNION ALL
+        SELECT 'source', m.workspace_id, m.source_uri, NULL, NULL
+        FROM memories m JOIN unnest($3::text[], $4::text[]) AS s(w, v) ON m.workspace_id = s.w AND m.source_uri = s.v
+        UNION ALL
+        SELECT 'source', t.workspace_id, t.source_uri, NULL, NULL
+        FROM tombstones t JOIN unnest($3::text[], $4::text[]) AS s(w, v)
+             ON t.workspace_id = s.w AND t.source_uri = s.v AND t.restored_at IS NULL
+        UNION ALL
+        SELECT 'source', d.workspace_id, d.source_uri, NULL, NULL
+        FROM derivations d JOIN unnest($3::text[], $4::text[]) AS s(w, v) ON d.workspace_id = s.w AND d.source_uri = s.v
+        """,
+        [w for w, _ in keys],
+        [v for _, v in keys],
+        [w for w, _ in sources],
+        [v for _, v in sources],
+    )
+    return Taken(
+        {(r["workspace_id"], r["value"]): r for r in key_rows if r["what"] == "key"},
+        {(r["workspace_id"], r["value"]) for r in key_rows if r["what"] == "source"},
+    )
+
+
 async def lock_by_source(conn: asyncpg.Connection, workspace_id: str, source_uri: str) -> asyncpg.Record | None:
     """The memory holding this source in the workspace, locked; None if the source has none yet."""
     return await conn.fetchrow(
@@ -174,49 +231,56 @@ async def version_content(conn: asyncpg.Connection, memory_id: uuid.UUID, versio
     )
 
 
-async def insert_memory(conn: asyncpg.Connection, new: NewMemory) -> uuid.UUID:
-    """The memory, its first version, its first status span and its chunks' rows (no chunks, no audit event)."""
-    memory_id = uuid.uuid4()
+async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -> None:
+    """Any number of new memories, each with its first version, its first status span and its
+    chunks, in one statement of multi-row inserts (no audit event). The chunks' NOTIFY is sent by
+    insert_chunks, the one place chunks are written."""
+    if not news:
+        return
     await conn.execute(
         """
-        INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
-                              status, author, provenance, version, content_hash, valid_from, valid_to,
-                              suspicious, trust)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1, $12, $13, $14, $15, $16)
+        WITH u AS (
+            SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[],
+                                 $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+                                 $13::timestamptz[], $14::timestamptz[], $15::text[], $16::real[], $17::text[])
+                AS u(id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key, status, author,
+                     provenance, content_hash, valid_from, valid_to, suspicious, trust, content)
+        ), memory AS (
+            INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
+                                  status, author, provenance, version, content_hash, valid_from, valid_to,
+                                  suspicious, trust)
+            SELECT id, workspace_id, kind, title, ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), metadata,
+                   source_uri, idempotency_key, status, author, provenance, 1, content_hash, valid_from, valid_to,
+                   ARRAY(SELECT jsonb_array_elements_text(suspicious::jsonb)), trust
+            FROM u
+        ), version AS (
+            INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author)
+            SELECT id, 1, workspace_id, title, content, content_hash, author FROM u
+        )
+        INSERT INTO memory_states (memory_id, workspace_id, status, reason, principal, superseded_by,
+                                   valid_from, valid_to)
+        SELECT id, workspace_id, status, NULL, author, NULL, valid_from, valid_to FROM u
         """,
-        memory_id,
-        new.workspace_id,
-        new.kind,
-        new.title,
-        new.tags,
-        new.metadata,
-        new.source_uri,
-        new.idempotency_key,
-        new.status,
-        new.author,
-        new.provenance,
-        new.content_hash,
-        new.valid_from,
-        new.valid_to,
-        list(new.suspicious),
-        new.trust,
+        [n.id for n in news],
+        [n.workspace_id for n in news],
+        [n.kind for n in news],
+        [n.title for n in news],
+        # Lists of differing lengths do not make an array of arrays: each goes as its JSON text.
+        [json.dumps(n.tags) for n in news],
+        [n.metadata for n in news],
+        [n.source_uri for n in news],
+        [n.idempotency_key for n in news],
+        [n.status for n in news],
+        [n.author for n in news],
+        [n.provenance for n in news],
+        [n.content_hash for n in news],
+        [n.valid_from for n in news],
+        [n.valid_to for n in news],
+        [json.dumps(list(n.suspicious)) for n in news],
+        [n.trust for n in news],
+        [n.content for n in news],
     )
-    await conn.execute(
-        """
-        INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author)
-        VALUES ($1, 1, $2, $3, $4, $5, $6)
-        """,
-        memory_id,
-        new.workspace_id,
-        new.title,
-        new.content,
-        new.content_hash,
-        new.author,
-    )
-    await open_state(
-        conn, memory_id, new.workspace_id, new.status, None, new.author, None, new.valid_from, new.valid_to
-    )
-    return memory_id
+    await insert_chunks(conn, [VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news])
 
 
 async def insert_version(

@@ -24,6 +24,9 @@ log = structlog.get_logger("mnemo.ingest")
 
 Redactions = Sequence[dict[str, str]]
 
+# Text up to this size is chunked on the event loop (well under a millisecond); more goes to a thread.
+_CHUNK_IN_PLACE_CHARS = 4096
+
 
 def audit_details(redactions: Redactions, suspicious: tuple[str, ...] = ()) -> dict[str, object]:
     """Audit details of a write: what redaction removed (kind and digest, never the secret), and
@@ -46,11 +49,25 @@ class Steps:
         return self.trust.suspicious_weight if suspicious else 1.0
 
     async def chunks(self, title: str, content: str) -> list[db.ChunkRow]:
-        # Tokenizing a 1 MiB note takes seconds: keep it off the event loop serving other calls.
-        pieces = await asyncio.to_thread(
-            chunk_text, title, content, self.embedder.count_tokens, self.embedder.max_tokens
-        )
-        return [db.ChunkRow(c.ordinal, c.context, c.text, compound_parts(c.text)) for c in pieces]
+        return (await self.chunks_of([(title, content)]))[0]
+
+    async def chunks_of(self, texts: list[tuple[str, str]]) -> list[list[db.ChunkRow]]:
+        """The chunks of each (title, content). Tokenizing a 1 MiB note takes seconds: more than a
+        few pages go to a thread, off the event loop serving other calls; a short note is chunked
+        in place (a thread hop costs more than its tokenizing)."""
+
+        def chunk_all() -> list[list[db.ChunkRow]]:
+            return [
+                [
+                    db.ChunkRow(c.ordinal, c.context, c.text, compound_parts(c.text))
+                    for c in chunk_text(title, content, self.embedder.count_tokens, self.embedder.max_tokens)
+                ]
+                for title, content in texts
+            ]
+
+        if sum(len(title) + len(content) for title, content in texts) <= _CHUNK_IN_PLACE_CHARS:
+            return chunk_all()
+        return await asyncio.to_thread(chunk_all)
 
     async def locate(
         self,
@@ -106,33 +123,36 @@ class Steps:
             reasons_pb.ERROR_REASON_TOMBSTONED,
         )
 
+    def new_memory(self, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]) -> db.NewMemory:
+        """The rows a new memory is inserted as (db.insert_memories)."""
+        return db.NewMemory(
+            id=uuid.uuid4(),
+            workspace_id=ws.id,
+            kind=draft.kind,
+            title=draft.title,
+            content=draft.content,
+            content_hash=draft.content_hash,
+            tags=draft.tags,
+            metadata=draft.metadata,
+            source_uri=draft.source_uri,
+            idempotency_key=draft.idempotency_key,
+            status=draft.status,
+            author=current_call().principal,
+            provenance=draft.provenance,
+            valid_from=draft.valid_from,
+            valid_to=draft.valid_to,
+            suspicious=draft.suspicious,
+            trust=self.own_trust(draft.suspicious),
+            chunks=chunks,
+        )
+
     async def insert(
         self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
     ) -> uuid.UUID:
         """The memory, its first version, its first status span and its chunks; no audit event."""
-        memory_id = await db.insert_memory(
-            conn,
-            db.NewMemory(
-                workspace_id=ws.id,
-                kind=draft.kind,
-                title=draft.title,
-                content=draft.content,
-                content_hash=draft.content_hash,
-                tags=draft.tags,
-                metadata=draft.metadata,
-                source_uri=draft.source_uri,
-                idempotency_key=draft.idempotency_key,
-                status=draft.status,
-                author=current_call().principal,
-                provenance=draft.provenance,
-                valid_from=draft.valid_from,
-                valid_to=draft.valid_to,
-                suspicious=draft.suspicious,
-                trust=self.own_trust(draft.suspicious),
-            ),
-        )
-        await db.insert_chunks(conn, [db.VersionChunks(memory_id, 1, ws.id, chunks)])
-        return memory_id
+        new = self.new_memory(ws, draft, chunks)
+        await db.insert_memories(conn, [new])
+        return new.id
 
     async def new_version(
         self,

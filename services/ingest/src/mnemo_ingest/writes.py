@@ -17,7 +17,15 @@ from mnemo_ingest.validation import redacted_text as redact_field
 from mnemo_platform import AlreadyExists, FailedPrecondition, MnemoError
 from mnemo_platform.errors import INVALID_INPUT_ERRORS, invalid_input
 from mnemo_redact import redact, redact_json
-from mnemo_store import VISIBLE_STATUSES, AuditEvent, WorkspaceRow, append_audit_event, resolve_for_write, tombstones
+from mnemo_store import (
+    VISIBLE_STATUSES,
+    AuditEvent,
+    WorkspaceRow,
+    append_audit_event,
+    append_audit_events,
+    resolve_for_write,
+    tombstones,
+)
 from mnemo_store import memories as db
 
 log = structlog.get_logger("mnemo.ingest")
@@ -76,52 +84,118 @@ class Writes:
         self.steps = steps
 
     async def write(self, ref: str, draft: Draft) -> Written:
-        chunks = await self.steps.chunks(draft.title, draft.content)
-
-        async def attempt() -> Written:
-            async with self.pool.acquire() as conn, conn.transaction():
-                return await self._write(conn, await resolve_for_write(conn, ref), draft, chunks)
-
-        return await _retrying(attempt)
+        [result] = await self.write_many([(ref, draft)])
+        if isinstance(result, MnemoError):
+            raise result
+        return result
 
     async def write_many(self, items: list[tuple[str, Draft | MnemoError]]) -> list[Written | MnemoError]:
-        """Many writes in one transaction, answered in order. Each item runs in its own savepoint,
-        so a refused item (given refused, or refused here) is rolled back alone and the rest commit."""
-        chunked = [
-            (ref, draft, await self.steps.chunks(draft.title, draft.content) if isinstance(draft, Draft) else [])
-            for ref, draft in items
-        ]
-        results: list[Written | MnemoError] = []
+        """Writes in one transaction, answered in order; a single write is a batch of one.
+
+        New memories go in together: one multi-row insert of them all, one of their chunks (with
+        one NOTIFY), one extension of each audit chain, one read back. An item that needs a
+        decision of its own (a replay of a key used earlier in the batch, a source the workspace
+        already has or has tombstoned, a derivation) is written alone in a savepoint, so that if
+        it is refused it is rolled back alone and the rest commit. Should the multi-row insert
+        fail (a concurrent writer took a key or a source since it was looked up), the batch is
+        run again with every item alone.
+        """
+        drafts = [draft for _, draft in items if isinstance(draft, Draft)]
+        pieces = iter(await self.steps.chunks_of([(d.title, d.content) for d in drafts]))
+        chunked = [(ref, draft, next(pieces) if isinstance(draft, Draft) else []) for ref, draft in items]
+        try:
+            return await self._batch(chunked, together=True)
+        except (asyncpg.UniqueViolationError, *INVALID_INPUT_ERRORS) as exc:
+            log.info("batch_written_alone", cause=type(exc).__name__, items=len(chunked))
+            return await self._batch(chunked, together=False)
+
+    async def _batch(
+        self, chunked: list[tuple[str, Draft | MnemoError, list[db.ChunkRow]]], together: bool
+    ) -> list[Written | MnemoError]:
+        results: list[Written | MnemoError | None] = [None] * len(chunked)
         async with self.pool.acquire() as conn, conn.transaction():
-            # Each workspace a batch names is resolved (and its wall checked) once, not per item.
-            places: dict[str, WorkspaceRow | MnemoError] = {}
-            for ref, draft, chunks in chunked:
-                if not isinstance(draft, Draft):
-                    results.append(draft)
-                    continue
-                if ref not in places:
-                    try:
-                        places[ref] = await resolve_for_write(conn, ref)
-                    except MnemoError as exc:
-                        places[ref] = exc
-                ws = places[ref]
-                if not isinstance(ws, WorkspaceRow):
-                    results.append(ws)
-                    continue
+            placed = await self._place(conn, chunked, results)
+            taken = db.Taken({}, set())
+            if together:
+                taken = await db.find_taken(
+                    conn,
+                    [(ws.id, d.idempotency_key) for ws, d, _ in placed.values() if d.idempotency_key],
+                    [(ws.id, d.source_uri) for ws, d, _ in placed.values() if d.source_uri],
+                )
+            fresh: dict[int, db.NewMemory] = {}
+            replayed: dict[int, uuid.UUID] = {}
+            alone: list[int] = []
+            seen: set[tuple[str, str, str]] = set()
+            for i, (ws, draft, chunks) in placed.items():
+                key = ("key", ws.id, draft.idempotency_key) if draft.idempotency_key else None
+                source = ("source", ws.id, draft.source_uri) if draft.source_uri else None
+                hit = taken.keys.get((ws.id, draft.idempotency_key)) if draft.idempotency_key else None
+                if not together or key in seen or source in seen or draft.derivation is not None:
+                    alone.append(i)
+                elif hit is not None:
+                    if hit["content_hash"] != draft.content_hash:
+                        results[i] = _key_reused(draft, hit["id"])
+                    else:
+                        replayed[i] = hit["id"]
+                elif source is not None and source[1:] in taken.sources:
+                    alone.append(i)
+                else:
+                    fresh[i] = self.steps.new_memory(ws, draft, chunks)
+                seen.update(k for k in (key, source) if k is not None)
+            await db.insert_memories(conn, list(fresh.values()))
+            for i in alone:
+                results[i] = await self._alone(conn, *placed[i])
+            await append_audit_events(conn, [_write_event(new, placed[i][1]) for i, new in fresh.items()])
+            rows = await db.fetch_memories(conn, [n.id for n in fresh.values()] + list(replayed.values()))
+            for i, new in fresh.items():
+                results[i] = Written(rows[new.id], "created")
+                log.info("memory_written", memory_id=str(new.id), workspace=new.workspace_id, chunks=len(new.chunks))
+            for i, memory_id in replayed.items():
+                results[i] = Written(rows[memory_id], "replayed")
+        assert all(r is not None for r in results)
+        return [r for r in results if r is not None]
 
-                async def attempt(
-                    ws: WorkspaceRow = ws, draft: Draft = draft, chunks: list[db.ChunkRow] = chunks
-                ) -> Written:
-                    async with conn.transaction():
-                        return await self._write(conn, ws, draft, chunks)
-
+    async def _place(
+        self,
+        conn: asyncpg.Connection,
+        chunked: list[tuple[str, Draft | MnemoError, list[db.ChunkRow]]],
+        results: list[Written | MnemoError | None],
+    ) -> dict[int, tuple[WorkspaceRow, Draft, list[db.ChunkRow]]]:
+        """The items that can be written, by position, with their workspace; the refused ones answered
+        in `results`. Each workspace a batch names is resolved (and its wall checked) once, not per item."""
+        places: dict[str, WorkspaceRow | MnemoError] = {}
+        placed: dict[int, tuple[WorkspaceRow, Draft, list[db.ChunkRow]]] = {}
+        for i, (ref, draft, chunks) in enumerate(chunked):
+            if not isinstance(draft, Draft):
+                results[i] = draft
+                continue
+            if ref not in places:
                 try:
-                    results.append(await _retrying(attempt))
+                    places[ref] = await resolve_for_write(conn, ref)
                 except MnemoError as exc:
-                    results.append(exc)
-                except tuple(INVALID_INPUT_ERRORS):
-                    results.append(invalid_input())
-        return results
+                    places[ref] = exc
+            ws = places[ref]
+            if isinstance(ws, WorkspaceRow):
+                placed[i] = (ws, draft, chunks)
+            else:
+                results[i] = ws
+        return placed
+
+    async def _alone(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
+    ) -> Written | MnemoError:
+        """One item written in its own savepoint; its refusal is its answer."""
+
+        async def attempt() -> Written:
+            async with conn.transaction():
+                return await self._write(conn, ws, draft, chunks)
+
+        try:
+            return await _retrying(attempt)
+        except MnemoError as exc:
+            return exc
+        except tuple(INVALID_INPUT_ERRORS):
+            return invalid_input()
 
     async def _write(
         self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
@@ -130,30 +204,17 @@ class Writes:
             row = await db.find_by_idempotency_key(conn, ws.id, draft.idempotency_key)
             if row is not None:
                 if row["content_hash"] != draft.content_hash:
-                    raise AlreadyExists(
-                        f"idempotency key {draft.idempotency_key!r} was already used for memory {row['id']} "
-                        "with different content; use a new key for a new write",
-                        reasons_pb.ERROR_REASON_IDEMPOTENCY_KEY_REUSED,
-                    )
+                    raise _key_reused(draft, row["id"])
                 return Written(await db.fetch_memory(conn, row["id"]), "replayed")
         if draft.source_uri:
             existing = await self._from_source(conn, ws, draft, chunks)
             if existing is not None:
                 return existing
-        memory_id = await self.steps.insert(conn, ws, draft, chunks)
+        new = self.steps.new_memory(ws, draft, chunks)
+        await db.insert_memories(conn, [new])
+        memory_id = new.id
         await self._record_derivation(conn, ws, draft, memory_id)
-        await append_audit_event(
-            conn,
-            AuditEvent(
-                ws.id,
-                "write",
-                str(memory_id),
-                1,
-                None,
-                draft.content_hash,
-                audit_details(draft.redactions, draft.suspicious),
-            ),
-        )
+        await append_audit_event(conn, _write_event(new, draft))
         log.info("memory_written", memory_id=str(memory_id), workspace=ws.id, chunks=len(chunks))
         return Written(await db.fetch_memory(conn, memory_id), "created")
 
@@ -224,6 +285,20 @@ class Writes:
                 conn, row, title, edit.content, new_hash, tags, metadata, chunks, edit.redactions
             )
             return Written(await db.fetch_memory(conn, memory_id), "new_version")
+
+
+def _write_event(new: db.NewMemory, draft: Draft) -> AuditEvent:
+    """The audit event of a new memory."""
+    details = audit_details(draft.redactions, draft.suspicious)
+    return AuditEvent(new.workspace_id, "write", str(new.id), 1, None, new.content_hash, details)
+
+
+def _key_reused(draft: Draft, memory_id: uuid.UUID) -> AlreadyExists:
+    return AlreadyExists(
+        f"idempotency key {draft.idempotency_key!r} was already used for memory {memory_id} "
+        "with different content; use a new key for a new write",
+        reasons_pb.ERROR_REASON_IDEMPOTENCY_KEY_REUSED,
+    )
 
 
 async def _retrying(attempt: Callable[[], Awaitable[Written]]) -> Written:

@@ -1,0 +1,307 @@
+"""How fast Mnemo fills: single writes, batch writes and the embedding backlog, as a user meets them.
+
+`mnemo up` runs in its own process on a fresh data directory (embedded PostgreSQL, the bundled
+model on onnxruntime); this process is the client, over HTTP. Measured in one run:
+
+1. raw model: the same embedder loaded in this process, embedding the benchmark's notes in batches
+   of the worker's size while the server is idle: the ceiling the pipeline is compared with;
+2. single writes: sequential `POST /api/v1/memories`, latency percentiles;
+3. batch import: --notes notes of about 80 tokens (pieces of SciFact abstracts, bench/data/scifact)
+   in `POST /api/v1/memories:batch` calls of --batch, back to back: committed notes/s, and each
+   sampled batch's last note looked up by lexical search right after its call returns;
+4. the backlog: `GET /api/v1/status` polled from the import's start until no chunk is pending:
+   embed rate over time, and the drain time against the raw model's time for the same notes.
+
+Prints a table and writes bench/results/write_rate.json and write_rate.png (commit and embed rate
+over time).
+
+    uv run python -m bench.write_rate                 # 10,000 notes: about 3 minutes on 2 cores
+    uv run python -m bench.write_rate --notes 2000    # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.latency import MNEMO, Spawned, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCIFACT = REPO_ROOT / "bench" / "data" / "scifact" / "corpus.jsonl"
+WORDS_PER_NOTE = 60  # about 80 word pieces of the model's tokenizer on this text
+
+
+def notes(count: int) -> list[str]:
+    """Pieces of SciFact abstracts, WORDS_PER_NOTE words each, in corpus order; each ends in a
+    unique marker word so one note can be found by lexical search."""
+    pieces: list[str] = []
+    with SCIFACT.open() as lines:
+        for line in lines:
+            words = json.loads(line)["text"].split()
+            for start in range(0, len(words) - WORDS_PER_NOTE + 1, WORDS_PER_NOTE):
+                pieces.append(" ".join(words[start : start + WORDS_PER_NOTE]) + f" marker{len(pieces)}x")
+                if len(pieces) == count:
+                    return pieces
+    raise SystemExit(f"the SciFact corpus has fewer than {count} pieces of {WORDS_PER_NOTE} words")
+
+
+def raw_model_rate(texts: list[str], batch_size: int, threads: int) -> dict[str, Any]:
+    """The bundled embedder in this process, as the worker runs it: its batch size and thread count."""
+    from mnemo_embed.local import LocalEmbedder
+
+    async def run() -> dict[str, Any]:
+        embedder = LocalEmbedder(threads=threads)
+        embedder.start()
+        await embedder.wait_ready()
+        await embedder.embed(texts[:batch_size])  # warm-up
+        started = time.perf_counter()
+        for i in range(0, len(texts), batch_size):
+            await embedder.embed(texts[i : i + batch_size])
+        elapsed = time.perf_counter() - started
+        tokens = statistics.mean(embedder.count_tokens(t) for t in texts[:200])
+        return {"notes": len(texts), "seconds": elapsed, "notes_per_s": len(texts) / elapsed, "tokens_per_note": tokens}
+
+    return asyncio.run(run())
+
+
+def single_writes(client: httpx.Client, base: str, workspace: str, count: int) -> dict[str, Any]:
+    latencies = []
+    for i in range(count):
+        body = {"workspace": workspace, "content": f"A single note, number {i}: the cache key includes the locale."}
+        started = time.perf_counter()
+        response = client.post(f"{base}/api/v1/memories", json=body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+    ordered = sorted(latencies)
+    return {
+        "writes": count,
+        "p50_ms": statistics.median(ordered),
+        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
+        "p99_ms": ordered[int(0.99 * (len(ordered) - 1))],
+    }
+
+
+def wait_drained(client: httpx.Client, base: str, timeout: float = 1800) -> None:
+    deadline = time.perf_counter() + timeout
+    while client.get(f"{base}/api/v1/status").json()["chunks_pending"]:
+        if time.perf_counter() > deadline:
+            raise RuntimeError("the embedding backlog did not drain")
+        time.sleep(0.2)
+
+
+class BacklogWatch:
+    """Polls the status every `every` seconds in a thread: (seconds since start, chunks pending)."""
+
+    def __init__(self, base: str, every: float = 0.5) -> None:
+        self.base, self.every = base, every
+        self.samples: list[tuple[float, int]] = []
+        self.started = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self._stop.is_set():
+                pending = client.get(f"{self.base}/api/v1/status").json()["chunks_pending"]
+                self.samples.append((time.perf_counter() - self.started, pending))
+                self._stop.wait(self.every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def batch_import(
+    client: httpx.Client, base: str, workspace: str, texts: list[str], batch: int, checks: int
+) -> dict[str, Any]:
+    """The import, back to back; returns per-batch (end time, notes) and the lexical checks."""
+    watch = BacklogWatch(base)
+    commits: list[tuple[float, int]] = []
+    call_seconds = 0.0
+    check_every = max(1, (len(texts) // batch) // checks)
+    visible, checked = 0, 0
+    for n, start in enumerate(range(0, len(texts), batch)):
+        items = [
+            {"content": text, "title": f"note {start + i}", "idempotency_key": f"bench-{start + i}"}
+            for i, text in enumerate(texts[start : start + batch])
+        ]
+        began = time.perf_counter()
+        response = client.post(f"{base}/api/v1/memories:batch", json={"workspace": workspace, "items": items})
+        call_seconds += time.perf_counter() - began
+        response.raise_for_status()
+        results = response.json()["results"]
+        if any("error" in r for r in results):
+            raise RuntimeError(f"batch {n} refused items: {[r for r in results if 'error' in r][:3]}")
+        commits.append((time.perf_counter() - watch.started, len(items)))
+        if n % check_every == 0:
+            marker = texts[start + len(items) - 1].rsplit(" ", 1)[1]
+            found = client.post(
+                f"{base}/api/v1/search",
+                json={"workspace": workspace, "query": marker, "mode": "lexical", "limit": 1},
+            ).json()["results"]
+            checked += 1
+            visible += bool(found) and found[0]["id"] == results[-1]["memory"]["id"]
+    wait_drained(client, base)
+    drained_s = time.perf_counter() - watch.started
+    watch.stop()
+    return {
+        "notes": len(texts),
+        "batch": batch,
+        "commit_seconds": call_seconds,
+        "committed_per_s": len(texts) / call_seconds,
+        "import_wall_s": commits[-1][0],
+        "drained_s": drained_s,
+        "lexical_checks": checked,
+        "lexically_visible_at_commit": visible,
+        "commits": commits,
+        "backlog": watch.samples,
+    }
+
+
+def embed_rate(backlog: list[tuple[float, int]], commits: list[tuple[float, int]]) -> list[tuple[float, float]]:
+    """Notes embedded per second between samples: committed so far minus pending, differenced."""
+    rates = []
+    previous: tuple[float, float] | None = None
+    for at, pending in backlog:
+        committed = sum(n for t, n in commits if t <= at)
+        done = committed - pending
+        if previous is not None and at > previous[0]:
+            rates.append((at, max(0.0, (done - previous[1]) / (at - previous[0]))))
+        previous = (at, done)
+    return rates
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    imported = report["import"]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    commits = imported["commits"]
+    commit_times = [0.0] + [t for t, _ in commits]
+    commit_rates = [n / (commit_times[i + 1] - commit_times[i]) for i, (_, n) in enumerate(commits)]
+    ax.step([t for t, _ in commits], commit_rates, where="pre", label="committed (notes/s)", color="tab:blue")
+    rates = report["embed_rate_over_time"]
+    ax.plot([t for t, _ in rates], [r for _, r in rates], label="embedded (notes/s)", color="tab:orange")
+    raw = report["raw_model"]["notes_per_s"]
+    ax.axhline(raw, linestyle="--", color="tab:gray", label=f"raw model ({raw:.0f} notes/s)")
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since the import started")
+    ax.set_ylabel("notes per second (log)")
+    ax.set_title(f"Importing {imported['notes']:,} notes through the gateway (batches of {imported['batch']})")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.write_rate", description=__doc__.split("\n")[0])
+    parser.add_argument("--notes", type=int, default=10_000, help="notes in the batch import (default 10,000)")
+    parser.add_argument("--batch", type=int, default=500, help="notes per batch call (default 500)")
+    parser.add_argument("--singles", type=int, default=300, help="sequential single writes (default 300)")
+    parser.add_argument("--raw-notes", type=int, default=1024, help="notes the raw model embeds (default 1,024)")
+    parser.add_argument("--out", default="bench/results", help="results folder, relative to the repo root")
+    args = parser.parse_args(argv)
+    out = REPO_ROOT / args.out
+    out.mkdir(parents=True, exist_ok=True)
+    texts = notes(args.notes)
+    batch_size = int(os.environ.get("MNEMO_EMBED_BATCH_SIZE", "32"))
+    threads = int(os.environ.get("MNEMO_EMBED_THREADS", "0"))
+
+    with tempfile.TemporaryDirectory(prefix="mnemo-bench-") as data_dir:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        env = {
+            **os.environ,
+            "MNEMO_DATA_DIR": data_dir,
+            "MNEMO_HTTP_PORT": str(port),
+            "MNEMO_LOG_FORMAT": "json",
+            "MNEMO_LOG_LEVEL": "warning",
+            "MNEMO_HARVEST_AGENTS": "",
+        }
+        print(f"starting mnemo up on port {port} …", flush=True)
+        up = Spawned([MNEMO, "up"], env)
+        try:
+            with httpx.Client(timeout=120) as client:
+                deadline = time.perf_counter() + 300
+                while True:
+                    if up.process.poll() is not None or time.perf_counter() > deadline:
+                        raise RuntimeError("mnemo up did not start:\n" + "\n".join(t for _, t in up.lines[-20:]))
+                    try:
+                        if client.get(f"{base}/api/v1/status").json().get("embedder_state") == "ready":
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    time.sleep(0.2)
+                print("ready; measuring the raw model in this process (server idle) …", flush=True)
+                raw = raw_model_rate(texts[: args.raw_notes], batch_size, threads)
+                print(f"  raw model: {raw['notes_per_s']:.1f} notes/s", flush=True)
+                for name in ("singles", "import"):
+                    client.post(f"{base}/api/v1/workspaces", json={"name": name}).raise_for_status()
+                print(f"{args.singles} single writes …", flush=True)
+                single = single_writes(client, base, "singles", args.singles)
+                wait_drained(client, base)
+                print(f"importing {len(texts):,} notes in batches of {args.batch} …", flush=True)
+                imported = batch_import(client, base, "import", texts, args.batch, checks=10)
+        except Exception:
+            print("\n".join(text for _, text in up.lines[-30:]), file=sys.stderr)
+            raise
+        finally:
+            up.stop()
+
+    raw_time = len(texts) / raw["notes_per_s"]
+    rates = embed_rate(imported["backlog"], imported["commits"])
+    # The pipeline's steady rate: notes embedded per second once the import has committed all.
+    after = [(t, p) for t, p in imported["backlog"] if t >= imported["import_wall_s"] and p > 0]
+    steady = None
+    if len(after) >= 2:
+        (t0, p0), (t1, p1) = after[0], after[-1]
+        steady = (p0 - p1) / (t1 - t0) if t1 > t0 else None
+    report = {
+        "run_id": uuid.uuid4().hex[:8],
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "config": {"notes": len(texts), "batch": args.batch, "embed_batch_size": batch_size, "threads": threads},
+        "raw_model": raw,
+        "single_writes": single,
+        "import": imported,
+        "embed_rate_over_time": rates,
+        "figures": {
+            "single_write_p50_ms": single["p50_ms"],
+            "batch_committed_notes_per_s": imported["committed_per_s"],
+            "lexically_visible_at_commit": f"{imported['lexically_visible_at_commit']}/{imported['lexical_checks']}",
+            "raw_model_notes_per_s": raw["notes_per_s"],
+            "pipeline_steady_notes_per_s": steady,
+            "pipeline_vs_raw": steady / raw["notes_per_s"] if steady else None,
+            "drained_s": imported["drained_s"],
+            "raw_model_s_for_all": raw_time,
+            "drained_vs_raw_time": imported["drained_s"] / raw_time,
+        },
+    }
+    (out / "write_rate.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, out / "write_rate.png")
+    print()
+    for name, value in report["figures"].items():
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        print(f"  {name:34} {shown}")
+    print(f"\nwrote {out / 'write_rate.json'} and {out / 'write_rate.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
