@@ -77,30 +77,32 @@ async def migrate(dsn: str, embedder: Embedder) -> None:
 async def insert_note(pool: asyncpg.Pool, text: str) -> tuple[uuid.UUID, list[int]]:
     """A memory in `global` with one chunk, queued, as a write leaves it (through the store's own
     functions, for tests below the services); its id and its chunks' ids."""
+    memory_id = uuid.uuid4()
     async with pool.acquire() as conn, conn.transaction():
-        memory_id = await db.insert_memory(
+        await db.insert_memories(
             conn,
-            db.NewMemory(
-                workspace_id=GLOBAL_WORKSPACE,
-                kind="note",
-                title="Note",
-                content=text,
-                content_hash=hashlib.sha256(text.encode()).hexdigest(),
-                tags=[],
-                metadata={},
-                source_uri=None,
-                idempotency_key=None,
-                status="active",
-                author="test",
-                provenance="agent",
-                valid_from=None,
-                valid_to=None,
-                suspicious=(),
-                trust=1.0,
-            ),
-        )
-        await db.insert_chunks(
-            conn, [db.VersionChunks(memory_id, 1, GLOBAL_WORKSPACE, [db.ChunkRow(0, "Note", text, "")])]
+            [
+                db.NewMemory(
+                    id=memory_id,
+                    workspace_id=GLOBAL_WORKSPACE,
+                    kind="note",
+                    title="Note",
+                    content=text,
+                    content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                    tags=[],
+                    metadata={},
+                    source_uri=None,
+                    idempotency_key=None,
+                    status="active",
+                    author="test",
+                    provenance="agent",
+                    valid_from=None,
+                    valid_to=None,
+                    suspicious=(),
+                    trust=1.0,
+                    chunks=[db.ChunkRow(0, "Note", text, "")],
+                )
+            ],
         )
         rows = await conn.fetch("SELECT id FROM chunks WHERE memory_id = $1 ORDER BY id", memory_id)
     return memory_id, [r["id"] for r in rows]
