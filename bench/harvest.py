@@ -584,7 +584,7 @@ async def database_counts(conn: Any) -> dict[str, int]:
         """
     )
     extracted = await conn.fetchval("SELECT count(*) FROM memories WHERE kind IN ('decision', 'lesson')")
-    pending = await conn.fetchval("SELECT count(*) FROM chunks WHERE embed_status = 'pending'")
+    pending = await conn.fetchval("SELECT count(*) FROM embed_queue WHERE NOT failed")
     return {"versions": row["versions"], "bytes": row["bytes"], "extracted": extracted, "pending": pending}
 
 
@@ -592,7 +592,7 @@ async def drain_embeddings(conn: Any, timeout_s: float = 1800.0) -> float:
     """Waits until the embedding worker has caught up, so the next run does not compete with it."""
     started = time.perf_counter()
     last_print = started
-    while (pending := await conn.fetchval("SELECT count(*) FROM chunks WHERE embed_status = 'pending'")) > 0:
+    while (pending := await conn.fetchval("SELECT count(*) FROM embed_queue WHERE NOT failed")) > 0:
         now = time.perf_counter()
         if now - started > timeout_s:
             raise BenchError(f"{pending} chunks still pending after {timeout_s:.0f} s")

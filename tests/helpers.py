@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -25,7 +26,8 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_embed import Embedder
 from mnemo_server.stack import Stack, StackConfig
-from mnemo_store import prepare_database
+from mnemo_store import GLOBAL_WORKSPACE, prepare_database
+from mnemo_store import memories as db
 from mnemo_store.settings import DatabaseSettings
 
 
@@ -70,6 +72,40 @@ async def migrate(dsn: str, embedder: Embedder) -> None:
     """Does to `dsn` what a starting ingest does: applies the migrations and records the embedding space."""
     pool = await prepare_database(dsn, DatabaseSettings(), embedder.model, embedder.dimension, migrate=True)
     await pool.close()
+
+
+async def insert_note(pool: asyncpg.Pool, text: str) -> tuple[uuid.UUID, list[int]]:
+    """A memory in `global` with one chunk, queued, as a write leaves it (through the store's own
+    functions, for tests below the services); its id and its chunks' ids."""
+    memory_id = uuid.uuid4()
+    async with pool.acquire() as conn, conn.transaction():
+        await db.insert_memories(
+            conn,
+            [
+                db.NewMemory(
+                    id=memory_id,
+                    workspace_id=GLOBAL_WORKSPACE,
+                    kind="note",
+                    title="Note",
+                    content=text,
+                    content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                    tags=[],
+                    metadata={},
+                    source_uri=None,
+                    idempotency_key=None,
+                    status="active",
+                    author="test",
+                    provenance="agent",
+                    valid_from=None,
+                    valid_to=None,
+                    suspicious=(),
+                    trust=1.0,
+                    chunks=[db.ChunkRow(0, "Note", text, "")],
+                )
+            ],
+        )
+        rows = await conn.fetch("SELECT id FROM chunks WHERE memory_id = $1 ORDER BY id", memory_id)
+    return memory_id, [r["id"] for r in rows]
 
 
 async def start_stack(dsn: str, embedder: Embedder, **overrides: str) -> Stack:

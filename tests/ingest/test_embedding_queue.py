@@ -4,11 +4,13 @@ runs, failures never lost."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import asyncpg
 import numpy as np
 import pytest
 
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder, OpenAIEmbedder
 from mnemo_ingest.settings import IngestSettings
@@ -33,13 +35,20 @@ async def test_the_rescan_embeds_chunks_that_no_notify_announced(hash_clients: C
     conn = await asyncpg.connect(hash_clients.stack.dsn)
     try:
         # Back to pending without a NOTIFY: only the periodic rescan can find it.
-        await conn.execute(
-            "UPDATE chunks SET embed_status = 'pending', embedding = NULL WHERE memory_id = $1", memory.id
-        )
+        async with conn.transaction():
+            await conn.execute("DELETE FROM chunk_vectors WHERE memory_id = $1", memory.id)
+            await conn.execute(
+                "INSERT INTO embed_queue (chunk_id) SELECT id FROM chunks WHERE memory_id = $1", memory.id
+            )
+        assert await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE memory_id = $1", memory.id) == 0
 
         async def embedded() -> bool:
-            status = await conn.fetchval("SELECT embed_status FROM chunks WHERE memory_id = $1", memory.id)
-            return status == "embedded"
+            queued = await conn.fetchval(
+                "SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_id WHERE c.memory_id = $1",
+                memory.id,
+            )
+            vectors = await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE memory_id = $1", memory.id)
+            return queued == 0 and vectors == 1
 
         await eventually(embedded, timeout=15)
     finally:
@@ -98,21 +107,23 @@ async def test_failures_are_retried_with_backoff_and_end_failed_with_the_error(p
         try:
 
             async def failed() -> bool:
-                row = await conn.fetchrow(
-                    "SELECT embed_status, embed_attempts, embed_error FROM chunks WHERE memory_id = $1", memory.id
+                return bool(
+                    await conn.fetchval(
+                        "SELECT q.failed FROM embed_queue q JOIN chunks c ON c.id = q.chunk_id WHERE c.memory_id = $1",
+                        memory.id,
+                    )
                 )
-                return row["embed_status"] == "failed"
 
             await eventually(failed, timeout=30)
             row = await conn.fetchrow(
-                "SELECT embed_attempts, embed_error, content FROM chunks c "
+                "SELECT q.attempts, q.error, v.content FROM embed_queue q JOIN chunks c ON c.id = q.chunk_id "
                 "JOIN memory_versions v ON v.memory_id = c.memory_id WHERE c.memory_id = $1",
                 memory.id,
             )
         finally:
             await conn.close()
-        assert row["embed_attempts"] == 3
-        assert "127.0.0.1:9" in row["embed_error"]
+        assert row["attempts"] == 3
+        assert "127.0.0.1:9" in row["error"]
         # Never lost: the content is stored, lexical search finds it, status reports the failure.
         assert row["content"] == "this chunk can never be embedded"
         assert ids(await clients.find(ws.id, "never embedded", mode="lexical")) == [memory.id]
@@ -178,7 +189,7 @@ async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_meanwhile(p
 
         async def claimed() -> int:
             return await conn.fetchval(
-                "SELECT count(*) FROM chunks WHERE embed_status = 'pending' AND embed_after > now() + interval '1 min'"
+                "SELECT count(*) FROM embed_queue WHERE NOT failed AND embed_after > now() + interval '1 min'"
             )
 
         async def two_batches_claimed() -> bool:
@@ -189,7 +200,8 @@ async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_meanwhile(p
         # No row lock and no open transaction while the model runs: another writer takes every row at once.
         async with conn.transaction():
             locked = await conn.fetch("SELECT id FROM chunks FOR UPDATE NOWAIT")
-        assert len(locked) == 5
+            queued = await conn.fetch("SELECT chunk_id FROM embed_queue FOR UPDATE NOWAIT")
+        assert len(locked) == 5 and len(queued) == 5
         idle_in_tx = await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity "
             "WHERE datname = current_database() AND state LIKE 'idle in transaction%'"
@@ -222,9 +234,7 @@ async def test_a_stopping_worker_hands_its_claims_back(postgres: Postgres) -> No
         await asyncio.wait_for(gated.started.wait(), timeout=15)
 
         async def leased() -> int:
-            return await conn.fetchval(
-                "SELECT count(*) FROM chunks WHERE embed_status = 'pending' AND embed_after > now()"
-            )
+            return await conn.fetchval("SELECT count(*) FROM embed_queue WHERE NOT failed AND embed_after > now()")
 
         async def all_leased() -> bool:
             return await leased() == 3
@@ -235,10 +245,44 @@ async def test_a_stopping_worker_hands_its_claims_back(postgres: Postgres) -> No
         stopped = True
         # Due again at once, for whichever replica runs next, rather than when the lease ends.
         assert await leased() == 0
-        assert await conn.fetchval("SELECT count(*) FROM chunks WHERE embed_status = 'pending'") == 3
+        assert await conn.fetchval("SELECT count(*) FROM embed_queue WHERE NOT failed") == 3
     finally:
         gated.gate.set()
         await conn.close()
         if not stopped:
             await clients.close()
             await stack.stop()
+
+
+async def test_storing_a_vector_never_writes_the_chunk_row(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    gated = GatedEmbedder()
+    stack = await start_stack(dsn, gated)
+    clients = Clients(stack)
+    conn = await asyncpg.connect(dsn)
+    try:
+        ws = await clients.workspace()
+        memory = await clients.write(ws.id, "a note whose chunk row is written once, at insert")
+        # The worker waits at the gate: this is the row as the write left it.
+        row_version = "SELECT id, xmin::text AS xmin, ctid::text AS ctid FROM chunks WHERE memory_id = $1"
+        inserted = await conn.fetchrow(row_version, uuid.UUID(memory.id))
+        gated.loaded.set()
+        gated.gate.set()
+        await clients.wait_embedded(memory.id, ws.id)
+        # Positive control: the vector is stored, and the queue row is gone.
+        assert await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE chunk_id = $1", inserted["id"]) == 1
+        assert await conn.fetchval("SELECT count(*) FROM embed_queue WHERE chunk_id = $1", inserted["id"]) == 0
+        # The same row version: no UPDATE rewrote it (nor its full-text index entry).
+        assert await conn.fetchrow(row_version, uuid.UUID(memory.id)) == inserted
+        # Control for the check itself: a new version does write the old chunk's row (out of the
+        # indexes), and the check sees it.
+        await clients.ingest.UpdateMemory(
+            ingest_pb.UpdateMemoryRequest(workspace=ws.id, id=memory.id, content="the second version")
+        )
+        rewritten = await conn.fetchrow(f"{row_version} AND id = $2", uuid.UUID(memory.id), inserted["id"])
+        assert rewritten["xmin"] != inserted["xmin"]
+    finally:
+        gated.gate.set()
+        await conn.close()
+        await clients.close()
+        await stack.stop()

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from google.protobuf import timestamp_pb2
+from pgvector.asyncpg import register_vector
 
+from mnemo.common.v1 import common_pb2
+from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest import IngestApp
@@ -15,7 +21,13 @@ from mnemo_ingest.settings import IngestSettings
 from mnemo_store import MigrationError, apply_migrations, load_migrations
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from mnemo_store.settings import DatabaseSettings
-from tests.helpers import Postgres
+from tests.helpers import Clients, Postgres, ids, start_stack
+
+
+def _ts(value: datetime) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(value)
+    return message
 
 
 async def test_migrations_apply_once_even_when_started_concurrently(postgres: Postgres) -> None:
@@ -117,3 +129,172 @@ async def test_the_skip_reason_migration_carries_over_the_reasons_written_as_mes
         ]
     finally:
         await conn.close()
+
+
+async def _old_memory(
+    conn: asyncpg.Connection,
+    embedder: HashEmbedder,
+    texts: list[str],
+    chunk_states: list[tuple[str, int, str | None]],
+    status: str = "active",
+    deleted: bool = False,
+) -> uuid.UUID:
+    """A memory as the schema before 0007 held it: one chunk per version, each with its queue
+    state (embed_status, attempts, error) and, once embedded, its vector in chunks.embedding."""
+    memory_id = uuid.uuid4()
+    now = datetime.now(UTC)
+    await conn.execute(
+        "INSERT INTO memories (id, workspace_id, kind, title, author, provenance, version, content_hash, status, "
+        "deleted_at, created_at) VALUES ($1, 'old', 'note', 'Old', 'test', 'agent', $2, 'h', $3, $4, $5)",
+        memory_id,
+        len(texts),
+        status,
+        now if deleted else None,
+        now - timedelta(hours=3),
+    )
+    await conn.execute(
+        "INSERT INTO memory_states (memory_id, workspace_id, status, principal, recorded_from) "
+        "VALUES ($1, 'old', $2, 'test', $3)",
+        memory_id,
+        status,
+        now - timedelta(hours=3),
+    )
+    for version, (text, (embed_status, attempts, error)) in enumerate(zip(texts, chunk_states, strict=True), 1):
+        recorded_from = now - timedelta(hours=3 - version)
+        recorded_to = recorded_from + timedelta(hours=1) if version < len(texts) else None
+        await conn.execute(
+            "INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author, "
+            "recorded_from, recorded_to) VALUES ($1, $2, 'old', 'Old', $3, 'h', 'test', $4, $5)",
+            memory_id,
+            version,
+            text,
+            recorded_from,
+            recorded_to,
+        )
+        vector = (await embedder.embed([f"Old\n\n{text}"]))[0] if embed_status == "embedded" else None
+        await conn.execute(
+            "INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, embed_status, "
+            "embed_model, embed_attempts, embed_error, embedded_at, embedding) "
+            "VALUES ($1, $2, 'old', 0, 'Old', $3, $4, $5, $6, $7, $8, $9)",
+            memory_id,
+            version,
+            text,
+            embed_status,
+            embedder.model if vector is not None else None,
+            attempts,
+            error,
+            now if vector is not None else None,
+            vector,
+        )
+    return memory_id
+
+
+async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vector_and_its_queue_state(
+    postgres: Postgres,
+) -> None:
+    dsn = await postgres.create_database()
+    embedder = HashEmbedder(64)
+    embedder.start()
+    conn = await asyncpg.connect(dsn)
+    try:
+        migrations = load_migrations()
+        upto = next(i for i, m in enumerate(migrations) if m.name == "0007_embed_queue_and_vectors.sql")
+        await apply_migrations(conn, migrations[:upto])
+        # What ensure_embedding_space did before 0007: the vector column on chunks, and its index.
+        await conn.execute("ALTER TABLE chunks ADD COLUMN embedding vector(64)")
+        await conn.execute("CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)")
+        await conn.execute("INSERT INTO embedding_space (model, dimension) VALUES ($1, 64)", embedder.model)
+        await register_vector(conn)
+        await conn.execute("INSERT INTO workspaces (id, name) VALUES ('old', 'old')")
+        done = ("embedded", 0, None)
+        edited = await _old_memory(
+            conn, embedder, ["the ferry leaves from pier quokka", "the ferry leaves from pier wombat"], [done, done]
+        )
+        superseded = await _old_memory(conn, embedder, ["the numbat ferry is cancelled"], [done], "superseded")
+        deleted = await _old_memory(conn, embedder, ["the dingo ferry note was deleted"], [done], deleted=True)
+        pending = await _old_memory(conn, embedder, ["the echidna ferry is still queued"], [("pending", 1, "slow")])
+        failed = await _old_memory(conn, embedder, ["the platypus ferry never embeds"], [("failed", 5, "boom")])
+        old_vectors = {
+            (r["memory_id"], r["version"]): r["embedding"]
+            for r in await conn.fetch("SELECT memory_id, version, embedding FROM chunks WHERE embedding IS NOT NULL")
+        }
+        assert len(old_vectors) == 4  # positive control: the old rows hold vectors to carry over
+
+        await apply_migrations(conn, migrations)
+
+        chunks = {
+            (r["memory_id"], r["version"]): r
+            for r in await conn.fetch(
+                "SELECT c.memory_id, c.version, c.indexed, q.attempts, q.error, q.failed, "
+                "v.embedding, v.model, v.indexed AS vector_indexed "
+                "FROM chunks c LEFT JOIN embed_queue q ON q.chunk_id = c.id "
+                "LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
+            )
+        }
+        # Only chunks of a current version of a visible, undeleted memory are indexed.
+        indexed = {key: row["indexed"] for key, row in chunks.items()}
+        assert indexed == {
+            (edited, 1): False,
+            (edited, 2): True,
+            (superseded, 1): False,
+            (deleted, 1): False,
+            (pending, 1): True,
+            (failed, 1): True,
+        }
+        # Every vector moved over unchanged, with its model and the chunk's flag.
+        for key, vector in old_vectors.items():
+            row = chunks[key]
+            assert row["embedding"] == vector and row["model"] == embedder.model
+            assert row["vector_indexed"] is row["indexed"] and row["attempts"] is None
+        # The queue keeps what was waiting, with its attempts and error.
+        assert chunks[(pending, 1)]["embedding"] is None and chunks[(failed, 1)]["embedding"] is None
+        assert (chunks[(pending, 1)]["attempts"], chunks[(pending, 1)]["error"], chunks[(pending, 1)]["failed"]) == (
+            1,
+            "slow",
+            False,
+        )
+        assert (chunks[(failed, 1)]["attempts"], chunks[(failed, 1)]["error"], chunks[(failed, 1)]["failed"]) == (
+            5,
+            "boom",
+            True,
+        )
+        columns = {
+            r["column_name"]
+            for r in await conn.fetch("SELECT column_name FROM information_schema.columns WHERE table_name = 'chunks'")
+        }
+        assert not columns & {"embedding", "embed_status", "embed_after", "embed_error", "embedded_at"}
+        assert {"text", "tsv", "indexed"} <= columns
+        tsv_index = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_tsv'")
+        assert tsv_index.endswith("WHERE indexed")
+    finally:
+        await conn.close()
+
+    # A stack on the migrated database builds the vector index and reads every mode from it.
+    stack = await start_stack(dsn, embedder)
+    clients = Clients(stack)
+    try:
+        conn = await asyncpg.connect(dsn)
+        try:
+            hnsw = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'")
+        finally:
+            await conn.close()
+        assert "hnsw" in hnsw and hnsw.endswith("WHERE indexed")
+        semantic = await clients.find("old", "ferry pier wombat", mode="semantic")
+        assert str(edited) in ids(semantic)
+        assert str(superseded) not in ids(semantic) and str(deleted) not in ids(semantic)
+        assert ids(await clients.find("old", "quokka", mode="lexical")) == []
+        assert ids(await clients.find("old", "wombat", mode="lexical")) == [str(edited)]
+        then = common_pb2.ReadOptions(as_of=_ts(datetime.now(UTC) - timedelta(minutes=90)))
+        for mode in ("lexical", "semantic"):
+            found = await clients.find("old", "pier quokka", mode=mode, options=then)
+            assert ids(found)[0] == str(edited) and "quokka" in found.hits[0].snippet, mode
+            history = common_pb2.ReadOptions(include_history=True)
+            assert str(superseded) in ids(await clients.find("old", "numbat ferry", mode=mode, options=history)), mode
+        # The pending chunk is embedded by the worker; the failed one stays failed, and says why.
+        await clients.wait_embedded(str(pending), "old")
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace="old"))
+        assert (status.chunks_pending, status.chunks_failed, status.chunks_embedded) == (0, 1, 5)
+        assert status.last_error == "boom"
+    finally:
+        await clients.close()
+        await stack.stop()

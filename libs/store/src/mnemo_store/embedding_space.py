@@ -1,4 +1,4 @@
-"""The vector column's dimension and model, recorded once and checked at every start."""
+"""The vectors' dimension and model, recorded once and checked at every start."""
 
 from __future__ import annotations
 
@@ -18,19 +18,33 @@ class EmbeddingSpaceMismatch(FailedPrecondition):
     default_reason = reasons_pb.ERROR_REASON_EMBEDDING_SPACE_MISMATCH
 
 
+# Only the vectors a default read may return are in the index (sql/0007_embed_queue_and_vectors.sql):
+# the semantic leg of a default read says `WHERE v.indexed`, which lets the planner use it.
+_HNSW_INDEX = (
+    "CREATE INDEX chunk_vectors_embedding ON chunk_vectors USING hnsw (embedding vector_cosine_ops) WHERE indexed"
+)
+
+
 async def ensure_embedding_space(conn: asyncpg.Connection, model: str, dimension: int) -> None:
-    """Creates the embedding column and HNSW index on first start; refuses a different model later."""
+    """Gives the vectors their dimension and HNSW index on first start; refuses a different model later.
+
+    The index is also built when it is missing on a later start: a database migrated from before
+    chunk_vectors gets it here, after its vectors were copied (one bulk build, not one insert each).
+    """
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
     try:
         row = await conn.fetchrow("SELECT model, dimension FROM embedding_space")
         if row is None:
             async with conn.transaction():
-                await conn.execute(f"ALTER TABLE chunks ADD COLUMN embedding vector({int(dimension)})")
-                await conn.execute("CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)")
+                await conn.execute(f"ALTER TABLE chunk_vectors ALTER COLUMN embedding TYPE vector({int(dimension)})")
+                await conn.execute(_HNSW_INDEX)
                 await conn.execute("INSERT INTO embedding_space (model, dimension) VALUES ($1, $2)", model, dimension)
             log.info("embedding_space_created", model=model, dimension=dimension)
             return
         _check_same(row, model, dimension)
+        if await conn.fetchval("SELECT to_regclass('chunk_vectors_embedding') IS NULL"):
+            await conn.execute(_HNSW_INDEX)
+            log.info("vector_index_built", model=model, dimension=dimension)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
 

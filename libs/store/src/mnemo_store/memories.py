@@ -1,6 +1,7 @@
 """Memories and what hangs off them (versions, status spans, chunks): each statement once, typed.
 
-The tables are defined in sql/0001_core.sql and sql/0002_corrections.sql. Callers hold the
+The tables are defined in sql/0001_core.sql, sql/0002_corrections.sql and (the embedding queue,
+the vectors, which chunks are indexed) sql/0007_embed_queue_and_vectors.sql. Callers hold the
 transaction; nothing here decides who may do what (that is the access module and the services).
 """
 
@@ -17,6 +18,8 @@ import asyncpg
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_store.audit import CHAIN_LOCK
+from mnemo_store.embed_queue import SYNC_VECTOR_FLAGS
+from mnemo_store.predicates import VISIBLE_STATUSES
 
 # A memory row's own columns, as every read returns them.
 MEMORY_FIELDS = (
@@ -24,14 +27,16 @@ MEMORY_FIELDS = (
     "created_at, updated_at, superseded_by, valid_from, valid_to, status_reason, trust, suspicious, deleted_at"
 )
 # The columns a memory row is read with (of `memories m`, or of the as-of relation of the same
-# shape); `embedding_state` sums up the chunks of the version read. Add `v.content` with CONTENT_JOIN.
+# shape); `embedding_state` sums up the chunks of the version read (a chunk still in the queue is
+# pending, or failed). Add `v.content` with CONTENT_JOIN.
 MEMORY_COLUMNS = (
     ", ".join(f"m.{name.strip()}" for name in MEMORY_FIELDS.split(","))
     + """,
-    (SELECT CASE WHEN bool_or(c.embed_status = 'failed') THEN 'failed'
-                 WHEN bool_or(c.embed_status = 'pending') THEN 'pending'
+    (SELECT CASE WHEN bool_or(q.failed) THEN 'failed'
+                 WHEN count(*) > 0 THEN 'pending'
                  ELSE 'embedded' END
-       FROM chunks c WHERE c.memory_id = m.id AND c.version = m.version) AS embedding_state
+       FROM chunks c JOIN embed_queue q ON q.chunk_id = c.id
+       WHERE c.memory_id = m.id AND c.version = m.version) AS embedding_state
 """
 )
 # Joins the version being read, for reads that need the content (`v.content`).
@@ -45,6 +50,40 @@ _CLOSE_SPAN = """
     WHERE memory_id = $1 AND recorded_to IS NULL
     RETURNING recorded_to
 """
+
+# Whether chunk `c` of memory `m` belongs in the search indexes: a default read may return it
+# (its version is the memory's current one, the memory is visible and not deleted). Only these
+# chunks are in the full-text and vector indexes; as-of and history reads scan beyond them.
+_INDEXED = "(c.version = m.version AND m.deleted_at IS NULL AND m.status IN ({}))".format(
+    ", ".join(f"'{status}'" for status in VISIBLE_STATUSES)
+)
+
+# Runs after the CTE `m` (the memory just updated, RETURNING id, version, status, deleted_at): sets
+# `indexed` on its chunks and locks, in chunk order, the queue rows of the chunks it changed. That
+# lock is what keeps a vector's copy of the flag right (see mnemo_store.embed_queue): a worker
+# storing one of those vectors either committed before it (SYNC_VECTOR_FLAGS, a later statement,
+# sees its vector) or dequeues after this transaction and reads the new flag.
+_REINDEX = f"""
+    , flipped AS (
+        UPDATE chunks c SET indexed = {_INDEXED}
+        FROM m WHERE c.memory_id = m.id AND c.indexed <> {_INDEXED}
+        RETURNING c.id
+    ),
+    locked AS (
+        SELECT q.chunk_id FROM embed_queue q JOIN flipped f ON f.id = q.chunk_id
+        ORDER BY q.chunk_id FOR UPDATE OF q
+    )
+    SELECT (SELECT count(*) FROM flipped) AS flipped, (SELECT count(*) FROM locked) AS locked
+"""
+
+
+async def _update_reindexed(conn: asyncpg.Connection, update: str, *args: Any) -> None:
+    """Runs `update` (an UPDATE of the memory whose id is $1, RETURNING id, version, status,
+    deleted_at), moving its chunks in or out of the search indexes to match; the vectors' copy of
+    the flag follows in a second statement, only when a chunk changed."""
+    row = await conn.fetchrow(f"WITH m AS ({update}) {_REINDEX}", *args)
+    if row is not None and row["flipped"]:
+        await conn.execute(SYNC_VECTOR_FLAGS, args[0])
 
 
 @dataclass(frozen=True)
@@ -267,7 +306,8 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
 async def insert_version(
     conn: asyncpg.Connection, memory_id: uuid.UUID, workspace_id: str, version: int, new: NewVersion
 ) -> None:
-    """Closes the open version and opens `version` with the new text, updating the memory to match."""
+    """Closes the open version and opens `version` with the new text, updating the memory to match
+    and taking the old version's chunks out of the search indexes."""
     await conn.execute(
         f"""
         WITH closed AS ({_CLOSE_SPAN.format(table="memory_versions")})
@@ -283,11 +323,15 @@ async def insert_version(
         new.content_hash,
         new.author,
     )
-    await conn.execute(
+    # The old version's chunks leave the indexes here; the new version's enter them as they are
+    # inserted (insert_chunks reads the version this sets).
+    await _update_reindexed(
+        conn,
         """
         UPDATE memories SET version = $2, title = $3, tags = $4, metadata = $5, content_hash = $6,
                             updated_at = now(), suspicious = $7, trust = $8
         WHERE id = $1
+        RETURNING id, version, status, deleted_at
         """,
         memory_id,
         version,
@@ -315,8 +359,12 @@ async def set_status(
 ) -> None:
     """Changes the status (and valid time) of a located memory, closing its open span so as-of reads see the old one."""
     valid_to = valid_to if valid_to is not None else row["valid_to"]
-    await conn.execute(
-        "UPDATE memories SET status = $2, status_reason = $3, superseded_by = $4, valid_to = $5 WHERE id = $1",
+    await _update_reindexed(
+        conn,
+        """
+        UPDATE memories SET status = $2, status_reason = $3, superseded_by = $4, valid_to = $5 WHERE id = $1
+        RETURNING id, version, status, deleted_at
+        """,
         row["id"],
         status,
         reason,
@@ -373,24 +421,32 @@ class VersionChunks:
 
 
 async def insert_chunks(conn: asyncpg.Connection, versions: Sequence[VersionChunks]) -> None:
-    """The chunks of any number of versions (pending embedding), and a NOTIFY delivered on commit,
-    in one statement.
+    """The chunks of any number of versions, each with its row in the embedding queue, and a
+    NOTIFY delivered on commit, in one statement.
 
-    The NOTIFY wakes the embedding workers of every ingest replica. Its payload is constant: the
-    workers read the queue, not the message, and PostgreSQL folds identical notifications of one
-    transaction into one, so a batch of writes wakes them once.
+    Each chunk enters the search indexes (`indexed`) if a default read may return it: read from
+    the memory row, so a memory's row (and the version its chunks belong to) must be written
+    first. The NOTIFY wakes the embedding workers of every ingest replica. Its payload is
+    constant: the workers read the queue, not the message, and PostgreSQL folds identical
+    notifications of one transaction into one, so a batch of writes wakes them once.
     """
     rows = [(v, c) for v in versions for c in v.chunks]
+    # A missing memory gives `indexed` false here and the foreign key's error, not a silent skip.
     await conn.execute(
-        """
+        f"""
         WITH inserted AS (
-            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts)
-            SELECT u.memory_id, u.version, u.workspace_id, u.ordinal, u.context, u.text, u.parts
+            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts, indexed)
+            SELECT c.memory_id, c.version, c.workspace_id, c.ordinal, c.context, c.text, c.parts,
+                   coalesce({_INDEXED}, false)
             FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[])
-                 AS u(memory_id, version, workspace_id, ordinal, context, text, parts)
-            RETURNING 1
+                 AS c(memory_id, version, workspace_id, ordinal, context, text, parts)
+            LEFT JOIN memories m ON m.id = c.memory_id
+            RETURNING id
+        ),
+        queued AS (
+            INSERT INTO embed_queue (chunk_id) SELECT id FROM inserted RETURNING 1
         )
-        SELECT pg_notify($8, 'chunks') FROM (SELECT count(*) AS n FROM inserted) AS c WHERE c.n > 0
+        SELECT pg_notify($8, 'chunks') FROM (SELECT count(*) AS n FROM queued) AS q WHERE q.n > 0
         """,
         [v.memory_id for v, _ in rows],
         [v.version for v, _ in rows],
@@ -404,19 +460,29 @@ async def insert_chunks(conn: asyncpg.Connection, versions: Sequence[VersionChun
 
 
 async def delete_chunks(conn: asyncpg.Connection, memory_id: uuid.UUID, version: int) -> None:
+    """Deletes a version's chunks, and with them (ON DELETE CASCADE) their queue rows and vectors."""
     await conn.execute("DELETE FROM chunks WHERE memory_id = $1 AND version = $2", memory_id, version)
 
 
 async def mark_deleted(conn: asyncpg.Connection, memory_id: uuid.UUID, deleted: bool) -> None:
-    """Takes the memory off every read path (deleted) or puts it back (restored)."""
-    await conn.execute("UPDATE memories SET deleted_at = CASE WHEN $2 THEN now() END WHERE id = $1", memory_id, deleted)
+    """Takes the memory off every read path (deleted) or puts it back (restored), and its chunks
+    out of the search indexes or back in."""
+    await _update_reindexed(
+        conn,
+        """
+        UPDATE memories SET deleted_at = CASE WHEN $2 THEN now() END WHERE id = $1
+        RETURNING id, version, status, deleted_at
+        """,
+        memory_id,
+        deleted,
+    )
 
 
 async def erase_memory(conn: asyncpg.Connection, memory_id: uuid.UUID) -> None:
     """Erases a memory for good: its chunks, versions, status spans, derivations and the row itself.
 
-    Derived rows go first (foreign keys); other memories keep their own status but lose the
-    pointer to this one.
+    Derived rows go first (foreign keys; the chunks take their queue rows and vectors with them);
+    other memories keep their own status but lose the pointer to this one.
     """
     await conn.execute("DELETE FROM chunks WHERE memory_id = $1", memory_id)
     await conn.execute("DELETE FROM memory_versions WHERE memory_id = $1", memory_id)

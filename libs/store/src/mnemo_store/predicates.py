@@ -45,6 +45,12 @@ class Scope:
     def statuses(self) -> tuple[str, ...]:
         return ALL_STATUSES if self.include_history else VISIBLE_STATUSES
 
+    @property
+    def indexed_only(self) -> bool:
+        """Whether every chunk this read may return is in the search indexes (`indexed`): true for
+        a default read; history and as-of reads return chunks the indexes leave out."""
+        return not self.include_history and self.as_of is None
+
 
 @dataclass(frozen=True)
 class Scoped:
@@ -72,8 +78,11 @@ _AS_OF = """(
 def build_scope(scope: Scope, params: Params, memory: str = "m", chunk: str | None = None) -> Scoped:
     """The relation to read memories from (aliased `memory`) and the WHERE clause scoping it.
 
-    With a chunk alias, the scope applies at the chunks table too (workspace_id is denormalised
-    onto chunks for exactly this) and only chunks of the version being read match.
+    With a chunk alias (of `chunks` or `chunk_vectors`, which both carry the chunk's scope
+    columns), the scope applies at that table too (workspace_id is denormalised for exactly this)
+    and only chunks of the version being read match. A default read also says `indexed`, which
+    lets the planner use the partial full-text and vector indexes; the other clauses stay, so the
+    answer never rests on the flag alone.
     """
     if scope.as_of is not None:
         source = _AS_OF.format(t=params.bind(scope.as_of)) + f" {memory}"
@@ -89,6 +98,8 @@ def build_scope(scope: Scope, params: Params, memory: str = "m", chunk: str | No
         if not scope.reach.everywhere:
             clauses.append(workspace_clause(scope.reach, params, f"{chunk}.workspace_id"))
         clauses.append(f"{chunk}.version = {memory}.version")
+        if scope.indexed_only:
+            clauses.append(f"{chunk}.indexed")
     if scope.kinds:
         clauses.append(f"{memory}.kind = ANY({params.bind(list(scope.kinds))}::text[])")
     if scope.tags:

@@ -114,16 +114,18 @@ async def count_within(conn: Reader, reach: Reach) -> Counts:
     params = Params()
     scoped = build_scope(Scope(reach=reach), params, memory="m")
     where_c = workspace_clause(reach, params, "c.workspace_id")
+    where_v = workspace_clause(reach, params, "v.workspace_id")
+    # Queued chunks are pending or failed; embedded ones are those with a vector.
+    queued = f"embed_queue q JOIN chunks c ON c.id = q.chunk_id WHERE {where_c}"
     row = await conn.fetchrow(
         f"""
         SELECT
           (SELECT count(*) FROM {scoped.source} WHERE {scoped.where}) AS memories,
-          (SELECT count(*) FILTER (WHERE embed_status = 'pending') FROM chunks c WHERE {where_c}) AS pending,
-          (SELECT count(*) FILTER (WHERE embed_status = 'embedded') FROM chunks c WHERE {where_c}) AS embedded,
-          (SELECT count(*) FILTER (WHERE embed_status = 'failed') FROM chunks c WHERE {where_c}) AS failed,
-          (SELECT min(created_at) FROM chunks c WHERE embed_status = 'pending' AND {where_c}) AS oldest,
-          (SELECT embed_error FROM chunks c WHERE embed_error IS NOT NULL AND {where_c}
-            ORDER BY embed_after DESC LIMIT 1) AS last_error
+          (SELECT count(*) FROM {queued} AND NOT q.failed) AS pending,
+          (SELECT count(*) FROM chunk_vectors v WHERE {where_v}) AS embedded,
+          (SELECT count(*) FROM {queued} AND q.failed) AS failed,
+          (SELECT min(q.queued_at) FROM {queued} AND NOT q.failed) AS oldest,
+          (SELECT q.error FROM {queued} AND q.error IS NOT NULL ORDER BY q.embed_after DESC LIMIT 1) AS last_error
         """,
         *params.values,
     )

@@ -1,7 +1,8 @@
 """The embedding queue's workers: claim pending chunks, embed them in batches, never lose one.
 
 A worker keeps the model busy: while it runs on one batch, the next is claimed (and the one
-before stored), and no transaction or row lock is held during inference.
+before stored), and no transaction or row lock is held during inference. The queue's SQL, and
+why it never waits for a row lock, is mnemo_store.embed_queue's.
 """
 
 from __future__ import annotations
@@ -16,44 +17,16 @@ import structlog
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_embed.chunking import Chunk
 from mnemo_ingest.settings import IngestSettings
-from mnemo_store import EMBED_CHANNEL
+from mnemo_store import EMBED_CHANNEL, embed_queue
 
 log = structlog.get_logger("mnemo.ingest.worker")
 
-# A claim is a lease, not a lock: the chunks are taken by pushing their due time past the lease in
-# one short statement, so no row lock or transaction is held while the model runs (a batch takes
-# seconds); a worker that dies mid-batch leaves them due again when the lease ends.
-_CLAIM = """
-UPDATE chunks SET embed_after = now() + make_interval(secs => $2)
-WHERE id IN (
-    SELECT id FROM chunks
-    WHERE embed_status = 'pending' AND embed_after <= now()
-    ORDER BY embed_after, id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING id, context, text
-"""
-
-# A stopping worker hands its unfinished claims back at once rather than at the lease's end.
-_RELEASE = "UPDATE chunks SET embed_after = now() WHERE id = ANY($1::bigint[]) AND embed_status = 'pending'"
-
 LEASE_S = 300.0
 
-_FAIL = """
-UPDATE chunks SET
-    embed_attempts = embed_attempts + 1,
-    embed_error = $2,
-    embed_status = CASE WHEN embed_attempts + 1 >= $3 THEN 'failed' ELSE 'pending' END,
-    embed_after = now() + make_interval(secs => $4 * power(2, embed_attempts))
-WHERE id = ANY($1::bigint[])
-"""
-
-_STORE = """
-UPDATE chunks SET embedding = $2, embed_status = 'embedded', embed_model = $3, embedded_at = now(),
-                  embed_error = NULL, embed_after = now()
-WHERE id = $1
-"""
+# A queue row held by a writing transaction (one moving its chunk in or out of the search
+# indexes) is tried again this many times, after 0.05, 0.1, 0.2 … s; then it stays leased and
+# comes back when the lease ends.
+STORE_TRIES = 6
 
 
 class EmbeddingWorkers:
@@ -153,11 +126,11 @@ class EmbeddingWorkers:
         return taken
 
     async def _claim(self) -> list[asyncpg.Record]:
-        return await self.pool.fetch(_CLAIM, self.batch_size, LEASE_S)
+        return await embed_queue.claim(self.pool, self.batch_size, LEASE_S)
 
     async def _release(self, rows: list[asyncpg.Record]) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.shield(self.pool.execute(_RELEASE, [r["id"] for r in rows]))
+            await asyncio.shield(embed_queue.release(self.pool, [r["id"] for r in rows]))
 
     async def _embed(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, Any]]:
         """The batch's vectors, outside any transaction; failures are recorded, the rest returned."""
@@ -187,29 +160,34 @@ class EmbeddingWorkers:
         return pairs
 
     async def _store(self, pairs: list[tuple[asyncpg.Record, Any]]) -> None:
-        if not pairs:
+        vectors = {row["id"]: vector for row, vector in pairs}
+        if not vectors:
             return
-        try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                await conn.executemany(_STORE, [(row["id"], vector, self.embedder.model) for row, vector in pairs])
-        except asyncpg.PostgresError as exc:
-            await self._record_failure([row["id"] for row, _ in pairs], f"storing vectors: {exc}")
-            return
-        self.embedded += len(pairs)
-        log.debug("chunks_embedded", count=len(pairs))
+        for attempt in range(STORE_TRIES):
+            if attempt:
+                await asyncio.sleep(0.05 * 2 ** (attempt - 1))
+            try:
+                done = await embed_queue.store_vectors(self.pool, list(vectors.items()), self.embedder.model)
+            except asyncpg.PostgresError as exc:
+                await self._record_failure(list(vectors), f"storing vectors: {exc}")
+                return
+            self.embedded += done.stored
+            log.debug("chunks_embedded", count=done.stored)
+            vectors = {chunk_id: vectors[chunk_id] for chunk_id in done.held}
+            if not vectors:
+                return
+        log.info("chunks_store_deferred", count=len(vectors), lease_s=LEASE_S)
 
     async def _next_due_in(self) -> float:
         """Seconds until the earliest retry is due, at most the rescan interval."""
-        seconds = await self.pool.fetchval(
-            "SELECT EXTRACT(EPOCH FROM min(embed_after) - now()) FROM chunks WHERE embed_status = 'pending'"
-        )
+        seconds = await embed_queue.next_due_in(self.pool)
         if seconds is None:
             return self.settings.embed_rescan_s
-        return max(0.05, min(float(seconds), self.settings.embed_rescan_s))
+        return max(0.05, min(seconds, self.settings.embed_rescan_s))
 
     async def _record_failure(self, ids: list[int], error: str) -> None:
-        await self.pool.execute(
-            _FAIL, ids, error[:2000], self.settings.embed_max_attempts, self.settings.embed_backoff_s
+        await embed_queue.record_failure(
+            self.pool, ids, error[:2000], self.settings.embed_max_attempts, self.settings.embed_backoff_s
         )
         log.warning("chunks_embed_failed", count=len(ids), error=error[:300])
 

@@ -70,6 +70,50 @@ def _best_per_memory(rows: list[asyncpg.Record], limit: int) -> list[LegHit]:
     return [LegHit(r["memory_id"], r["chunk_id"], float(r["score"]), i) for i, r in enumerate(ordered, 1)]
 
 
+def lexical_query(scope: Scope, tsquery_text: str, limit: int, match_cap: int) -> tuple[str, list[object]]:
+    """The lexical leg's statement and its values: chunks matching the words, best first.
+
+    A default read reads only indexed chunks (the scope says so), which the partial GIN index
+    holds; history and as-of reads test every chunk of the versions they read.
+    """
+    params = Params()
+    query = params.bind(tsquery_text)
+    scoped = build_scope(scope, params, memory="m", chunk="c")
+    # Rank only the first N matches: ts_rank_cd's cost grows with matches, not with LIMIT.
+    sql = f"""
+        WITH q AS (SELECT websearch_to_tsquery('{TS_CONFIG}', {query}) AS query),
+        matches AS (
+            SELECT c.memory_id, c.id AS chunk_id, ts_rank_cd(c.tsv, q.query) AS score
+            FROM q, chunks c JOIN {scoped.source} ON m.id = c.memory_id
+            WHERE c.tsv @@ q.query AND {scoped.where}
+            LIMIT {params.bind(match_cap)}
+        )
+        SELECT memory_id, chunk_id, score FROM matches
+        ORDER BY score DESC, chunk_id
+        LIMIT {params.bind(limit * 4)}
+    """
+    return sql, params.values
+
+
+def semantic_query(scope: Scope, vector: object, limit: int) -> tuple[str, list[object]]:
+    """The semantic leg's statement and its values: the chunks' vectors nearest `vector`.
+
+    A default read reads only indexed vectors (the scope says so), which the partial HNSW index
+    holds; history and as-of reads scan the vectors of the versions they read.
+    """
+    params = Params()
+    bound_vector = params.bind(vector)
+    scoped = build_scope(scope, params, memory="m", chunk="v")
+    sql = f"""
+        SELECT v.memory_id, v.chunk_id, 1 - (v.embedding <=> {bound_vector}) AS score
+        FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
+        WHERE {scoped.where}
+        ORDER BY v.embedding <=> {bound_vector}
+        LIMIT {params.bind(limit * 3)}
+    """
+    return sql, params.values
+
+
 class SearchEngine:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings, trust: TrustSettings) -> None:
         self.pool = pool
@@ -80,24 +124,9 @@ class SearchEngine:
     # -- legs -------------------------------------------------------------------------------
 
     async def _lexical_match(self, scope: Scope, tsquery_text: str, limit: int) -> list[LegHit]:
-        params = Params()
-        query = params.bind(tsquery_text)
-        scoped = build_scope(scope, params, memory="m", chunk="c")
-        # Rank only the first N matches: ts_rank_cd's cost grows with matches, not with LIMIT.
-        sql = f"""
-            WITH q AS (SELECT websearch_to_tsquery('{TS_CONFIG}', {query}) AS query),
-            matches AS (
-                SELECT c.memory_id, c.id AS chunk_id, ts_rank_cd(c.tsv, q.query) AS score
-                FROM q, chunks c JOIN {scoped.source} ON m.id = c.memory_id
-                WHERE c.tsv @@ q.query AND {scoped.where}
-                LIMIT {params.bind(self.settings.lexical_match_cap)}
-            )
-            SELECT memory_id, chunk_id, score FROM matches
-            ORDER BY score DESC, chunk_id
-            LIMIT {params.bind(limit * 4)}
-        """
+        sql, values = lexical_query(scope, tsquery_text, limit, self.settings.lexical_match_cap)
         async with self.pool.acquire() as conn:
-            rows = await conn.fetch(sql, *params.values)
+            rows = await conn.fetch(sql, *values)
         return _best_per_memory(rows, limit)
 
     async def lexical_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
@@ -116,22 +145,13 @@ class SearchEngine:
     async def semantic_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
         with tracer.start_as_current_span("mnemo.search.semantic"):
             vector = (await self.embedder.embed([text]))[0]
-            params = Params()
-            bound_vector = params.bind(vector)
-            scoped = build_scope(scope, params, memory="m", chunk="c")
-            sql = f"""
-                SELECT c.memory_id, c.id AS chunk_id, 1 - (c.embedding <=> {bound_vector}) AS score
-                FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
-                WHERE c.embed_status = 'embedded' AND {scoped.where}
-                ORDER BY c.embedding <=> {bound_vector}
-                LIMIT {params.bind(limit * 3)}
-            """
+            sql, values = semantic_query(scope, vector, limit)
             async with self.pool.acquire() as conn, conn.transaction():
                 # HNSW applies WHERE after the index scan and ef_search caps what it returns:
                 # without an iterative scan a filtered query can silently come back short.
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {int(self.settings.hnsw_ef_search)}")
                 await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                rows = await conn.fetch(sql, *params.values)
+                rows = await conn.fetch(sql, *values)
             return LegResult(_best_per_memory(rows, limit))
 
     # -- the search ---------------------------------------------------------------------------

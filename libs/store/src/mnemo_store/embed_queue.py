@@ -1,0 +1,142 @@
+"""The embedding queue and the vectors it fills: what the workers claim, store, give back or give up on.
+
+A chunk enters `embed_queue` in the statement that inserts it (memories.insert_chunks) and leaves
+it in the transaction that stores its vector in `chunk_vectors`; the chunk row is never written
+again (sql/0007_embed_queue_and_vectors.sql). A claim is a lease, not a lock: the rows' due time
+moves past the lease in one short statement, so no row lock or transaction is held while the
+model runs, and a worker that dies mid-batch leaves them due again when the lease ends.
+
+`chunk_vectors.indexed` copies `chunks.indexed`, because the HNSW index is partial on it and a
+partial index can only test its own table. Two writers set the copy: the worker, storing a vector
+(from the chunk's flag), and memories' reindexing, when a memory's version, status or deletion
+changes (from the new flag). They meet at the queue row. The worker deletes it in the statement
+before the one that reads the chunk's flag; reindexing locks it (FOR UPDATE) in the statement
+that changes the chunk's flag, before the one that brings the copies in line (SYNC_VECTOR_FLAGS).
+So either the worker's transaction commits first, and that later statement sees its vector, or
+reindexing's does, and the worker reads the new flag.
+
+The worker never waits for a row lock (SKIP LOCKED everywhere): it can be no end of a deadlock,
+and a write never waits for it longer than one short statement. A queue row that a writing
+transaction holds is tried again a little later (store_vectors says which).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from pgvector import Vector
+
+# Due rows, oldest first; rows another worker is claiming right now are skipped, not waited for.
+_CLAIM = """
+UPDATE embed_queue q SET embed_after = now() + make_interval(secs => $2)
+FROM chunks c
+WHERE q.chunk_id IN (
+    SELECT chunk_id FROM embed_queue
+    WHERE NOT failed AND embed_after <= now()
+    ORDER BY embed_after, chunk_id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+) AND c.id = q.chunk_id
+RETURNING q.chunk_id AS id, c.context, c.text
+"""
+
+_RELEASE = """
+UPDATE embed_queue SET embed_after = now()
+WHERE chunk_id IN (
+    SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[]) AND NOT failed FOR UPDATE SKIP LOCKED
+)
+"""
+
+_FAIL = """
+UPDATE embed_queue SET
+    attempts = attempts + 1,
+    error = $2,
+    failed = attempts + 1 >= $3,
+    embed_after = now() + make_interval(secs => $4 * power(2, attempts))
+WHERE chunk_id IN (SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[]) FOR UPDATE SKIP LOCKED)
+"""
+
+_DEQUEUE = """
+DELETE FROM embed_queue q
+USING (SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[]) FOR UPDATE SKIP LOCKED) AS free
+WHERE q.chunk_id = free.chunk_id
+RETURNING q.chunk_id
+"""
+
+# A separate statement from _DEQUEUE, so its snapshot is taken after the queue rows were won:
+# `c.indexed` is then the flag of any reindexing that held them (see the module's docstring).
+# A re-embedded chunk (queued again) has its vector replaced.
+_STORE = """
+INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, model, embedding)
+SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, $3, v.embedding
+FROM unnest($1::bigint[], $2::vector[]) AS v(chunk_id, embedding) JOIN chunks c ON c.id = v.chunk_id
+ON CONFLICT (chunk_id) DO UPDATE SET
+    embedding = excluded.embedding, model = excluded.model, indexed = excluded.indexed, embedded_at = now()
+"""
+
+_STILL_QUEUED = "SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[])"
+
+SYNC_VECTOR_FLAGS = """
+UPDATE chunk_vectors v SET indexed = c.indexed
+FROM chunks c
+WHERE v.memory_id = $1 AND c.id = v.chunk_id AND v.indexed <> c.indexed
+"""
+"""SYNC_VECTOR_FLAGS brings the vectors' copy of `indexed` in line with the chunks of memory $1."""
+
+
+async def claim(pool: asyncpg.Pool, limit: int, lease_s: float) -> list[asyncpg.Record]:
+    """Leases up to `limit` due chunks for `lease_s` seconds: their ids, contexts and texts."""
+    return await pool.fetch(_CLAIM, limit, lease_s)
+
+
+async def release(pool: asyncpg.Pool, chunk_ids: Sequence[int]) -> None:
+    """Makes leased chunks due again at once (a stopping worker hands its claims back)."""
+    await pool.execute(_RELEASE, list(chunk_ids))
+
+
+async def record_failure(
+    pool: asyncpg.Pool, chunk_ids: Sequence[int], error: str, max_attempts: int, backoff_s: float
+) -> None:
+    """Counts an attempt and keeps the error; the chunk is due again after an exponential backoff,
+    or `failed` (no more retries) once it has had `max_attempts`."""
+    await pool.execute(_FAIL, list(chunk_ids), error, max_attempts, backoff_s)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What store_vectors did: how many vectors it stored, and which chunks it left for later."""
+
+    stored: int
+    held: list[int]
+    """held are the chunks whose queue rows a writing transaction holds: try them again shortly."""
+
+
+async def store_vectors(pool: asyncpg.Pool, vectors: Sequence[tuple[int, Any]], model: str) -> Stored:
+    """Stores the vectors of chunks and takes them out of the queue, in one transaction.
+
+    A chunk no longer queued (deleted meanwhile, or stored by another worker after this lease
+    ran out) is skipped: only a worker that took the queue row stores the vector.
+    """
+    ids = [chunk_id for chunk_id, _ in vectors]
+    async with pool.acquire() as conn, conn.transaction():
+        taken = {row["chunk_id"] for row in await conn.fetch(_DEQUEUE, ids)}
+        if taken:
+            mine = [(chunk_id, vector) for chunk_id, vector in vectors if chunk_id in taken]
+            # Wrapped: a bare ndarray in a list would be taken for one more dimension of the array.
+            await conn.execute(_STORE, [c for c, _ in mine], [Vector(v) for _, v in mine], model)
+        if len(taken) == len(ids):
+            return Stored(len(taken), [])
+        rest = await conn.fetch(_STILL_QUEUED, [i for i in ids if i not in taken])
+        return Stored(len(taken), [row["chunk_id"] for row in rest])
+
+
+async def next_due_in(pool: asyncpg.Pool) -> float | None:
+    """Seconds until the earliest queued chunk is due (negative when one is overdue); None when
+    nothing waits."""
+    seconds = await pool.fetchval(
+        "SELECT EXTRACT(EPOCH FROM min(embed_after) - now()) FROM embed_queue WHERE NOT failed"
+    )
+    return None if seconds is None else float(seconds)
