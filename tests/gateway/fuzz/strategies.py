@@ -359,8 +359,10 @@ def short(value: Any, limit: int = 300) -> str:
 # Tables that background work updates on its own (the embedder fills chunks in, authentication stamps
 # tokens): their row counts must still hold still, their newest xmin need not.
 BUSY_TABLES = frozenset({"chunks", "tokens"})
-# Bookkeeping, not data: written once at start-up.
-STATIC_TABLES = ("schema_migrations", "embedding_space")
+# Not compared: bookkeeping written once at start-up; and the embedding queue and the vectors are the
+# embedder's own state of the chunks (counted above): the workers insert and delete their rows at
+# any moment, and a correction flips their `indexed` flag with the chunks'.
+UNCOMPARED_TABLES = ("schema_migrations", "embedding_space", "embed_queue", "chunk_vectors")
 
 
 async def db_state(dsn: str) -> dict[str, tuple[int, int]]:
@@ -376,7 +378,7 @@ async def db_state(dsn: str) -> dict[str, tuple[int, int]]:
             for row in await conn.fetch(
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND NOT tablename = ANY($1::text[]) "
                 "ORDER BY tablename",
-                list(STATIC_TABLES),
+                list(UNCOMPARED_TABLES),
             )
         ]
         parts = ", ".join(
