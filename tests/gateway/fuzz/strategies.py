@@ -357,11 +357,12 @@ def short(value: Any, limit: int = 300) -> str:
 # -- the database ----------------------------------------------------------------------------------------------
 
 # Tables that background work updates on its own (authentication stamps tokens): their row counts must
-# still hold still, their newest xmin need not. The embedding workers never write `chunks`.
+# still hold still, their newest xmin need not. The embedding workers never write `chunks`, so a call
+# that updates chunks in place (a correction moving them out of the search indexes) must say so.
 BUSY_TABLES = frozenset({"tokens"})
-# Bookkeeping, not data: written once at start-up. And the embedding queue and the vectors, which the
-# workers drain and fill on their own: what a call adds to them follows from the chunks it writes, which
-# are checked.
+# Not compared: bookkeeping written once at start-up; and the embedding queue and the vectors are the
+# embedder's own state of the chunks (compared above): the workers insert and delete their rows at
+# any moment, and a correction flips their `indexed` flag with the chunks'.
 UNCOMPARED_TABLES = ("schema_migrations", "embedding_space", "embed_queue", "chunk_vectors")
 
 

@@ -52,16 +52,17 @@ def event_hash(prev_hash: str, fields: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
 
 
-async def _lock_chains(conn: asyncpg.Connection, workspace_ids: Sequence[str]) -> None:
-    """Serialises appends to these workspaces' chains until commit, so a chain never forks.
+# Takes the lock that serialises appends to a workspace's chain until commit, so a chain never
+# forks: {workspace} is an SQL expression of the workspace id. It is taken in a statement before
+# the one reading the chain's head: a statement that waited for the lock would read the head from
+# a snapshot taken before the holder committed. Statements taking several lock them in order, so
+# two transactions cannot deadlock.
+CHAIN_LOCK = "pg_advisory_xact_lock(hashtextextended('mnemo.audit:' || {workspace}, 0))"
 
-    Taken in a statement of its own, before the chain's head is read: a statement that waited for
-    the lock would read the head from a snapshot taken before the holder committed. Sorted, so two
-    transactions locking the same workspaces cannot deadlock.
-    """
+
+async def _lock_chains(conn: asyncpg.Connection, workspace_ids: Sequence[str]) -> None:
     await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended('mnemo.audit:' || w, 0)) "
-        "FROM (SELECT DISTINCT unnest($1::text[]) AS w ORDER BY 1) AS ws",
+        f"SELECT {CHAIN_LOCK.format(workspace='w')} FROM (SELECT DISTINCT unnest($1::text[]) AS w ORDER BY 1) AS ws",
         list(workspace_ids),
     )
 
@@ -71,14 +72,20 @@ async def append_audit_event(conn: asyncpg.Connection, event: AuditEvent) -> str
     return (await append_audit_events(conn, [event]))[0]
 
 
-async def append_audit_events(conn: asyncpg.Connection, events: Sequence[AuditEvent]) -> list[str]:
+async def append_audit_events(
+    conn: asyncpg.Connection, events: Sequence[AuditEvent], locked: bool = False
+) -> list[str]:
     """Appends the events, in order, in the current transaction and returns their hashes: the
-    chains are extended once (one lock, one head read, one multi-row insert), however many events."""
+    chains are extended once (one lock, one head read, one multi-row insert), however many events.
+
+    `locked` says an earlier statement of this transaction took the chains' locks (CHAIN_LOCK).
+    """
     if not events:
         return []
     call = current_call()
     workspaces = sorted({e.workspace_id for e in events})
-    await _lock_chains(conn, workspaces)
+    if not locked:
+        await _lock_chains(conn, workspaces)
     heads = {
         r["w"]: r["hash"] or GENESIS_HASH
         for r in await conn.fetch(

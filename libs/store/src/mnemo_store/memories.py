@@ -17,22 +17,28 @@ from typing import Any
 import asyncpg
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_store.audit import CHAIN_LOCK
 from mnemo_store.embed_queue import SYNC_VECTOR_FLAGS
 from mnemo_store.predicates import VISIBLE_STATUSES
 
+# A memory row's own columns, as every read returns them.
+MEMORY_FIELDS = (
+    "id, workspace_id, kind, title, tags, metadata, source_uri, status, provenance, author, version, content_hash, "
+    "created_at, updated_at, superseded_by, valid_from, valid_to, status_reason, trust, suspicious, deleted_at"
+)
 # The columns a memory row is read with (of `memories m`, or of the as-of relation of the same
 # shape); `embedding_state` sums up the chunks of the version read (a chunk still in the queue is
 # pending, or failed). Add `v.content` with CONTENT_JOIN.
-MEMORY_COLUMNS = """
-    m.id, m.workspace_id, m.kind, m.title, m.tags, m.metadata, m.source_uri, m.status,
-    m.provenance, m.author, m.version, m.content_hash, m.created_at, m.updated_at,
-    m.superseded_by, m.valid_from, m.valid_to, m.status_reason, m.trust, m.suspicious, m.deleted_at,
+MEMORY_COLUMNS = (
+    ", ".join(f"m.{name.strip()}" for name in MEMORY_FIELDS.split(","))
+    + """,
     (SELECT CASE WHEN bool_or(q.failed) THEN 'failed'
                  WHEN count(*) > 0 THEN 'pending'
                  ELSE 'embedded' END
        FROM chunks c JOIN embed_queue q ON q.chunk_id = c.id
        WHERE c.memory_id = m.id AND c.version = m.version) AS embedding_state
 """
+)
 # Joins the version being read, for reads that need the content (`v.content`).
 CONTENT_JOIN = "JOIN memory_versions v ON v.memory_id = m.id AND v.version = m.version"
 
@@ -231,20 +237,27 @@ async def version_content(conn: asyncpg.Connection, memory_id: uuid.UUID, versio
     )
 
 
-async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -> None:
+async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -> dict[uuid.UUID, asyncpg.Record]:
     """Any number of new memories, each with its first version, its first status span and its
-    chunks, in one statement of multi-row inserts (no audit event). The chunks' NOTIFY is sent by
-    insert_chunks, the one place chunks are written."""
+    chunks, in one statement of multi-row inserts (no audit event); returns each as fetch_memory
+    would read it. The chunks' NOTIFY is sent by insert_chunks, the one place chunks are written.
+
+    The statement also takes the audit chain locks of the memories' workspaces (audit.CHAIN_LOCK),
+    so the events that follow need no statement of their own to take them.
+    """
     if not news:
-        return
-    await conn.execute(
-        """
+        return {}
+    rows = await conn.fetch(
+        f"""
         WITH u AS (
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[],
                                  $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
                                  $13::timestamptz[], $14::timestamptz[], $15::text[], $16::real[], $17::text[])
                 AS u(id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key, status, author,
                      provenance, content_hash, valid_from, valid_to, suspicious, trust, content)
+        ), locked AS (
+            SELECT count({CHAIN_LOCK.format(workspace="w")}) AS n
+            FROM (SELECT DISTINCT workspace_id AS w FROM u ORDER BY 1) AS ws
         ), memory AS (
             INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
                                   status, author, provenance, version, content_hash, valid_from, valid_to,
@@ -252,14 +265,20 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
             SELECT id, workspace_id, kind, title, ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), metadata,
                    source_uri, idempotency_key, status, author, provenance, 1, content_hash, valid_from, valid_to,
                    ARRAY(SELECT jsonb_array_elements_text(suspicious::jsonb)), trust
-            FROM u
+            FROM u, locked
+            RETURNING {MEMORY_FIELDS}
         ), version AS (
             INSERT INTO memory_versions (memory_id, version, workspace_id, title, content, content_hash, author)
             SELECT id, 1, workspace_id, title, content, content_hash, author FROM u
+            RETURNING memory_id, content
+        ), state AS (
+            INSERT INTO memory_states (memory_id, workspace_id, status, reason, principal, superseded_by,
+                                       valid_from, valid_to)
+            SELECT id, workspace_id, status, NULL, author, NULL, valid_from, valid_to FROM u
         )
-        INSERT INTO memory_states (memory_id, workspace_id, status, reason, principal, superseded_by,
-                                   valid_from, valid_to)
-        SELECT id, workspace_id, status, NULL, author, NULL, valid_from, valid_to FROM u
+        -- Every new memory has chunks (content is never blank), none embedded yet.
+        SELECT memory.*, 'pending' AS embedding_state, version.content
+        FROM memory JOIN version ON version.memory_id = memory.id
         """,
         [n.id for n in news],
         [n.workspace_id for n in news],
@@ -281,6 +300,7 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
         [n.content for n in news],
     )
     await insert_chunks(conn, [VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news])
+    return {r["id"]: r for r in rows}
 
 
 async def insert_version(

@@ -142,11 +142,12 @@ class Writes:
                 else:
                     fresh[i] = self.steps.new_memory(ws, draft, chunks)
                 seen.update(k for k in (key, source) if k is not None)
-            await db.insert_memories(conn, list(fresh.values()))
+            rows = await db.insert_memories(conn, list(fresh.values()))
             for i in alone:
                 results[i] = await self._alone(conn, *placed[i])
-            await append_audit_events(conn, [_write_event(new, placed[i][1]) for i, new in fresh.items()])
-            rows = await db.fetch_memories(conn, [n.id for n in fresh.values()] + list(replayed.values()))
+            # The insert took the chains' locks.
+            await append_audit_events(conn, [_write_event(new, placed[i][1]) for i, new in fresh.items()], locked=True)
+            rows |= await db.fetch_memories(conn, list(replayed.values()))
             for i, new in fresh.items():
                 results[i] = Written(rows[new.id], "created")
                 log.info("memory_written", memory_id=str(new.id), workspace=new.workspace_id, chunks=len(new.chunks))
