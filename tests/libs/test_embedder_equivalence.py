@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mnemo_embed import onnx_graph
 from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder, bundled_model_dir
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embeddings" / "minilm_reference.json"
@@ -115,3 +118,37 @@ async def test_a_model_the_builder_does_not_know_needs_the_torch_extra(
     assert "model_type is 'roberta'" in model.state
     # Positive control: the bundled BERT needs no extra; it runs on onnxruntime.
     assert (embedder.state, embedder.backend) == ("ready", "onnxruntime")
+
+
+async def test_graphs_of_older_builds_are_evicted_once_the_current_one_loads(
+    embedder: LocalEmbedder, cache_dir: Path, tmp_path: Path
+) -> None:
+    (current,) = cache_dir.glob("*.onnx")
+    shutil.copy(current, tmp_path / current.name)
+    copied = (tmp_path / current.name).stat().st_mtime_ns
+    model_name = current.name.rsplit("-", 1)[0]
+    older = tmp_path / f"{model_name}-{'0' * 24}.onnx"  # another fingerprint: older weights or GRAPH_VERSION
+    abandoned = tmp_path / f"{older.name}x1y2z3.tmp"  # a write that was interrupted long ago
+    in_progress = tmp_path / f"{current.name}a1b2c3.tmp"  # another process writing right now
+    other_model = tmp_path / f"other-model-{'1' * 24}.onnx"
+    unrelated = tmp_path / "notes.txt"
+    for path in (older, abandoned, in_progress, other_model, unrelated):
+        path.write_bytes(b"x")
+    long_ago = time.time() - 2 * onnx_graph.ABANDONED_TMP_S
+    os.utime(abandoned, (long_ago, long_ago))
+    model = LocalEmbedder(cache_dir=tmp_path)
+    model.start()
+    await model.wait_ready()
+    assert not older.exists() and not abandoned.exists()
+    # Positive control: the current graph (read, not rebuilt) and what is not an older build stay.
+    assert (tmp_path / current.name).stat().st_mtime_ns == copied
+    assert in_progress.exists() and other_model.exists() and unrelated.exists()
+    text = ["evicted"]
+    assert float((await model.embed(text))[0] @ (await embedder.embed(text))[0]) >= 0.99999
+
+
+def test_nothing_is_evicted_from_a_missing_cache_directory(tmp_path: Path) -> None:
+    assert onnx_graph.evict_stale(tmp_path / "absent" / f"model-{'0' * 24}.onnx") == []
+    # Positive control: the same call on a directory holding an older build removes it.
+    (tmp_path / f"model-{'1' * 24}.onnx").write_bytes(b"x")
+    assert onnx_graph.evict_stale(tmp_path / f"model-{'0' * 24}.onnx") == [tmp_path / f"model-{'1' * 24}.onnx"]

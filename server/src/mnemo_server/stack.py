@@ -164,12 +164,15 @@ class Stack:
             )
             await self._start(self.gateway)
             parts = await asyncio.to_thread(_load_backends)
+            embedder = self.embedder or parts["build_embedder"](cfg.embedding)
+            # The gateway is serving already, so the model loads now, in its own thread, while
+            # PostgreSQL and the services start (their own start() of it then does nothing).
+            embedder.start()
             self.dsn = cfg.database.url
             if not self.dsn:
                 self.postgres = parts["EmbeddedPostgres"](cfg.database.resolved_data_dir)
                 await self._start(self.postgres)
                 self.dsn = self.postgres.uri
-            embedder = self.embedder or parts["build_embedder"](cfg.embedding)
             self.ingest = parts["IngestApp"](
                 self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder, cfg.trust, cfg.content
             )

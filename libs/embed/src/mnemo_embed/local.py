@@ -24,7 +24,7 @@ from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
 
 log = structlog.get_logger("mnemo.embed")
 
-# Building the graph and its session takes a few seconds (more on a busy machine); well inside
+# Building the graph and its session takes about a second (more on a busy machine); well inside
 # the 30 s a stopping pod is given.
 LOAD_JOIN_AT_EXIT_S = 20.0
 
@@ -61,7 +61,8 @@ class _OnnxBackend:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: its warnings are for graph authors
-        graph = onnx_graph.cached_graph(path, cache_dir)
+        cached = onnx_graph.graph_file(path, cache_dir)
+        graph = onnx_graph.cached_graph(path, cached)
         try:
             self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         except Exception:
@@ -69,8 +70,10 @@ class _OnnxBackend:
                 raise
             # A cached file onnxruntime refuses (damaged, or from an incompatible build): build anew.
             log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
-            graph = onnx_graph.cached_graph(path, cache_dir, rebuild=True)
+            graph = onnx_graph.cached_graph(path, cached, rebuild=True)
             self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        if cached is not None:
+            onnx_graph.evict_stale(cached)
         self._batch_size = batch_size
         # A tokenizer of its own, set up once and never changed: concurrent encodes only borrow it
         # (it is changing truncation or padding mid-encode that fails with "Already borrowed").

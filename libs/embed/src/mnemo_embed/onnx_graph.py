@@ -9,12 +9,15 @@ Face's BertModel computes it, followed by sentence-transformers' mean pooling an
                  x = LayerNorm(x + Dense(GELU_erf(Dense(x))))
     sentence   = normalize(sum(x * mask) / max(sum(mask), 1e-9))
 
-Building takes under a second, but importing the `onnx` package takes about 1.5 s more (its
-ml_dtypes extension), so the serialized graph is cached on disk (`cached_graph`), keyed by a hash
-of the weights, the configs and GRAPH_VERSION: a later start hands the file to onnxruntime without
-importing onnx at all. The cache is only a speed-up: if it cannot be written the graph is used
+The ModelProto is written by mnemo_embed.onnx_proto, not the `onnx` package (whose import alone
+took longer than the build), straight from the arrays safetensors reads: apart from the transposed
+dense matrices, no weight is copied before it is written out, and building takes a few tenths of
+a second. The graph is still cached on disk (`cached_graph`), keyed by a hash of the weights, the
+configs and GRAPH_VERSION, and the graphs of older builds are removed once the current one has
+loaded (`evict_stale`). The cache is only a speed-up: if it cannot be written the graph is used
 from memory. tests/libs/test_embedder_equivalence.py holds the result to vectors recorded from
-sentence-transformers (bench/minilm_reference.py).
+sentence-transformers (bench/minilm_reference.py); tests/libs/test_onnx_proto.py holds the bytes
+to the `onnx` package's checker and parser.
 """
 
 from __future__ import annotations
@@ -23,24 +26,29 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import structlog
 
-if TYPE_CHECKING:
-    import onnx
+from mnemo_embed import onnx_proto
 
 log = structlog.get_logger("mnemo.embed")
 
 # Part of the cache key: bump it whenever build_sentence_encoder changes what it builds.
 GRAPH_VERSION = "1"
 OPSET = 17  # LayerNormalization is an ONNX op from 17 on
+IR_VERSION = 9  # what onnxruntime 1.16 and later read
+PRODUCER = "mnemo_embed"
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
 OUTPUT = "sentence_embedding"
+# A temporary file this old is a write that was interrupted, not one in progress.
+ABANDONED_TMP_S = 3600.0
 
 
 class UnsupportedModel(Exception):
@@ -93,37 +101,72 @@ def fingerprint(model_dir: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-def cached_graph(model_dir: Path, cache_dir: Path | None, rebuild: bool = False) -> str | bytes:
-    """The graph for `model_dir`: a cached file's path if there is one (and not `rebuild`), else the
-    built graph's bytes (written to the cache on the way, when `cache_dir` is given and writable)."""
-    path = cache_dir / f"{model_dir.name}-{fingerprint(model_dir)}.onnx" if cache_dir else None
+def graph_file(model_dir: Path, cache_dir: Path | None) -> Path | None:
+    """Where the graph of `model_dir` is cached: `<model dir name>-<fingerprint>.onnx`."""
+    return cache_dir / f"{model_dir.name}-{fingerprint(model_dir)}.onnx" if cache_dir else None
+
+
+def cached_graph(model_dir: Path, path: Path | None, rebuild: bool = False) -> str | bytes:
+    """The graph for `model_dir`: the file at `path` if there is one (and not `rebuild`); else the graph
+    is built and written there, and its path returned, or its bytes if it cannot be written."""
     if path is not None and path.is_file() and not rebuild:
         return str(path)
-    data = build_sentence_encoder(model_dir).SerializeToString()
-    if path is not None:
+    parts = build_sentence_encoder(model_dir).parts
+    if path is None:
+        return b"".join(parts)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written aside then renamed: two processes starting at once never read half a file.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Written aside then renamed: two processes starting at once never read half a file.
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             with os.fdopen(fd, "wb") as out:
-                out.write(data)
+                out.writelines(parts)
             os.replace(tmp, path)
-            log.info("embedder_graph_cached", path=str(path))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        log.warning("embedder_graph_not_cached", path=str(path), error=str(exc))
+        return b"".join(parts)
+    log.info("embedder_graph_cached", path=str(path))
+    return str(path)
+
+
+def evict_stale(current: Path) -> list[Path]:
+    """Removes the graphs of the same model cached under other fingerprints (built from older
+    weights, configs or GRAPH_VERSION), and writes of them that were interrupted; keeps `current`.
+    Graphs of other model directories are left alone. Returns what was removed."""
+    prefix = re.escape(current.name.rsplit("-", 1)[0])
+    stale = re.compile(rf"{prefix}-[0-9a-f]{{24}}\.onnx(?P<tmp>.+\.tmp)?")
+    removed = []
+    try:
+        candidates = list(current.parent.iterdir())
+    except OSError:
+        return []
+    for path in candidates:
+        match = stale.fullmatch(path.name)
+        if match is None or path.name == current.name:
+            continue
+        try:
+            # Another process may be writing a temporary file right now: only old ones are leftovers.
+            if match["tmp"] and time.time() - path.stat().st_mtime < ABANDONED_TMP_S:
+                continue
+            path.unlink()
         except OSError as exc:
-            log.warning("embedder_graph_not_cached", path=str(path), error=str(exc))
-    return data
+            log.warning("embedder_graph_not_evicted", path=str(path), error=str(exc))
+            continue
+        removed.append(path)
+    if removed:
+        log.info("embedder_graphs_evicted", paths=[str(p) for p in removed])
+    return removed
 
 
 class _Graph:
     """Collects nodes and initializers; every helper returns the name of its output."""
 
     def __init__(self) -> None:
-        from onnx import helper, numpy_helper
-
-        self.helper = helper
-        self.numpy_helper = numpy_helper
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        self.nodes: list[onnx_proto.Message] = []
+        self.initializers: list[onnx_proto.Message] = []
         self._count = 0
 
     def _name(self, hint: str) -> str:
@@ -132,16 +175,16 @@ class _Graph:
 
     def const(self, hint: str, value: np.ndarray) -> str:
         name = self._name(hint)
-        self.initializers.append(self.numpy_helper.from_array(np.ascontiguousarray(value), name))
+        self.initializers.append(onnx_proto.tensor(name, value))
         return name
 
     def op(self, op_type: str, inputs: list[str], hint: str = "", **attrs: Any) -> str:
         out = self._name(hint or op_type.lower())
-        self.nodes.append(self.helper.make_node(op_type, inputs, [out], **attrs))
+        self.nodes.append(onnx_proto.node(op_type, inputs, [out], **attrs))
         return out
 
     def linear(self, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
-        # torch's Linear stores [out, in]; MatMul wants [in, out].
+        # torch's Linear stores [out, in]; MatMul wants [in, out] (the one copy these weights get).
         w = self.const(prefix + ".weight", weights[prefix + ".weight"].T)
         b = self.const(prefix + ".bias", weights[prefix + ".bias"])
         return self.op("Add", [self.op("MatMul", [x, w]), b])
@@ -152,8 +195,9 @@ class _Graph:
         return self.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
 
 
-def build_sentence_encoder(model_dir: Path) -> onnx.ModelProto:
-    """The graph: input_ids and attention_mask (int64, [batch, seq]) to unit vectors ([batch, hidden]).
+def build_sentence_encoder(model_dir: Path) -> onnx_proto.Message:
+    """The serialized ModelProto: input_ids and attention_mask (int64, [batch, seq]) to unit vectors
+    ([batch, hidden]), as pieces to write out in order (`b"".join(parts)` is the model's bytes).
 
     Token type ids are always 0 (one segment per text, as sentence-transformers encodes them).
     Raises UnsupportedModel if `supports(model_dir)` names a reason.
@@ -161,9 +205,6 @@ def build_sentence_encoder(model_dir: Path) -> onnx.ModelProto:
     reason = supports(model_dir)
     if reason is not None:
         raise UnsupportedModel(f"{model_dir}: {reason}")
-    # Imported here, not at the top: only a cache miss pays for importing onnx.
-    import onnx
-    from onnx import TensorProto, helper
     from safetensors.numpy import load_file
 
     config = _read_json(model_dir / "config.json")
@@ -192,7 +233,7 @@ def build_sentence_encoder(model_dir: Path) -> onnx.ModelProto:
 
     # The attention mask as an additive bias on the scores, [batch, 1, 1, seq]: 0 on real tokens,
     # -10000 on padding (as BERT does; exp(-10000) is exactly 0 in float32).
-    mask = g.op("Cast", [ATTENTION_MASK], to=TensorProto.FLOAT)
+    mask = g.op("Cast", [ATTENTION_MASK], to=onnx_proto.FLOAT)
     inverted = g.op("Sub", [g.const("one_f", np.array(1.0, dtype=np.float32)), mask])
     bias = g.op("Mul", [inverted, g.const("minus_10000", np.array(-10000.0, dtype=np.float32))])
     bias = g.op("Unsqueeze", [bias, g.const("axes_1_2", np.array([1, 2], dtype=np.int64))])
@@ -236,20 +277,18 @@ def build_sentence_encoder(model_dir: Path) -> onnx.ModelProto:
         norm = g.op("ReduceL2", [pooled], axes=[-1], keepdims=1)
         norm = g.op("Max", [norm, g.const("eps12", np.array(1e-12, np.float32))])
         pooled = g.op("Div", [pooled, norm])
-    g.nodes.append(helper.make_node("Identity", [pooled], [OUTPUT]))
+    g.nodes.append(onnx_proto.node("Identity", [pooled], [OUTPUT]))
 
-    graph = helper.make_graph(
-        g.nodes,
+    graph = onnx_proto.graph(
         "sentence_encoder",
+        nodes=g.nodes,
+        initializers=g.initializers,
         inputs=[
-            helper.make_tensor_value_info(INPUT_IDS, TensorProto.INT64, ["batch", "sequence"]),
-            helper.make_tensor_value_info(ATTENTION_MASK, TensorProto.INT64, ["batch", "sequence"]),
+            onnx_proto.tensor_value_info(INPUT_IDS, onnx_proto.INT64, ["batch", "sequence"]),
+            onnx_proto.tensor_value_info(ATTENTION_MASK, onnx_proto.INT64, ["batch", "sequence"]),
         ],
-        outputs=[helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", hidden])],
-        initializer=g.initializers,
+        outputs=[onnx_proto.tensor_value_info(OUTPUT, onnx_proto.FLOAT, ["batch", hidden])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="mnemo_embed")
-    # onnxruntime 1.18+ reads IR version 10 at most; pin it so a newer onnx package does not outrun it.
-    model.ir_version = 9
-    onnx.checker.check_model(model)
-    return model
+    # IR version 9 (onnxruntime 1.16+ reads it) with opset 17; tests/libs/test_onnx_proto.py runs
+    # onnx.checker on the result.
+    return onnx_proto.model(graph, ir_version=IR_VERSION, opset=OPSET, producer=PRODUCER)

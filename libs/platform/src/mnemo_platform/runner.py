@@ -27,6 +27,7 @@ class Component(Protocol):
 async def _after_start(components: Sequence[Component]) -> None:
     # Background work (loading the embedding model, queue workers) begins only once every
     # component is serving, so the gateway answers its first request without waiting on the model.
+    # (`mnemo up`'s stack starts the model earlier, as soon as its gateway is serving.)
     for component in components:
         hook = getattr(component, "after_start", None)
         if hook is not None:
