@@ -34,12 +34,12 @@ def tree_bytes(path: Path) -> int:
 
 
 def main() -> int:
-    uv = shutil.which("uv")
-    if uv is None:
-        raise SystemExit("uv is not on PATH (pip install uv)")
+    uv, git = shutil.which("uv"), shutil.which("git")
+    if uv is None or git is None:
+        raise SystemExit("uv and git must be on PATH (pip install uv)")
     with tempfile.TemporaryDirectory(prefix="mnemo-install-") as tmp:
         clone, cache, data = Path(tmp) / "mnemo", Path(tmp) / "uv-cache", Path(tmp) / "data"
-        subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
+        subprocess.run([git, "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
         port = free_port()
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))},
