@@ -3,7 +3,8 @@
     uv run python -m bench.embedder                 # onnxruntime only (the default install)
     uv sync --all-packages --extra torch && uv run python -m bench.embedder   # both, same run
 
-Each load runs in a fresh interpreter, so imports count as they do when a service starts:
+Each load runs in a fresh interpreter, so imports count as they do when a service starts (the
+table also shows the part from start() to ready, after mnemo_embed.local is imported):
 - onnx cold: start() -> ready with an empty graph cache (the graph is built from the weights);
 - onnx warm: the same, the cache filled by the cold run;
 - torch: sentence-transformers on the CPU (the embedder before the ONNX one).
@@ -41,10 +42,17 @@ async def main():
     if backend == "torch":
         from mnemo_embed import local
         local.onnx_graph.supports = lambda path: "forced to sentence-transformers by bench.embedder"
+    imported = time.perf_counter()
     model = LocalEmbedder(cache_dir=cache_dir, batch_size=batch_sizes[0])
     model.start()
     await model.wait_ready()
-    result = {"backend": model.backend, "load_s": time.perf_counter() - started}
+    ready = time.perf_counter()
+    result = {
+        "backend": model.backend,
+        "load_s": ready - started,
+        "import_s": imported - started,
+        "start_to_ready_s": ready - imported,
+    }
     sample = texts()
     result["tokens_per_text"] = sum(model.count_tokens(t) for t in sample) / len(sample)
     for size in batch_sizes:
@@ -90,11 +98,12 @@ def main() -> None:
         if find_spec("sentence_transformers") is not None:
             with tempfile.TemporaryDirectory() as cache:
                 runs[f"torch #{round_}"] = _run("torch", cache, args.batch_sizes)
-    header = ["run", "load s", "tokens/text", *(f"texts/s b{b}" for b in args.batch_sizes)]
+    header = ["run", "load s", "of it start->ready s", "tokens/text", *(f"texts/s b{b}" for b in args.batch_sizes)]
     print(" | ".join(header))
     for name, r in runs.items():
         rates = [f"{r[f'texts_per_s_batch{b}']:.1f}" for b in args.batch_sizes]
-        print(" | ".join([name, f"{r['load_s']:.2f}", f"{r['tokens_per_text']:.0f}", *rates]))
+        load = [f"{r['load_s']:.2f}", f"{r['start_to_ready_s']:.2f}"]
+        print(" | ".join([name, *load, f"{r['tokens_per_text']:.0f}", *rates]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()}
     args.out.write_text(json.dumps({"machine": machine, "runs": runs}, indent=2) + "\n")

@@ -2,7 +2,9 @@
 
 Measures, on this machine, in one run:
 - spawn of `mnemo up` -> first MCP `initialize` answered, -> "ready" printed, -> embedder ready
-  (cold: a new data directory; warm: the same directory again);
+  (its `embedder_ready` log line), and "ready" printed -> embedder ready; cold: a new data directory
+  and a new, empty graph cache (MNEMO_EMBED_CACHE_DIR), so the ONNX graph is built from the weights
+  (the run fails unless it was); warm: the first cold run's directories again (the graph is read);
 - spawn of `mnemo serve gateway` alone -> first MCP `initialize` answered;
 - a note's write returning -> found by lexical search, and -> found by semantic search.
 Prints a table and writes bench/results/latency.json.
@@ -36,6 +38,9 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+# JSON log events of mnemo_embed: the model is ready; the graph was built (and cached) by this start.
+EMBEDDER_READY = '"embedder_ready"'
+GRAPH_BUILT = '"embedder_graph_cached"'
 
 
 def free_port() -> int:
@@ -86,12 +91,15 @@ class Spawned:
         return time.perf_counter() - started
 
 
-def measure_up(data_dir: str, measure_notes: bool = False, timeout: float = 180.0) -> dict[str, Any]:
+def measure_up(
+    data_dir: str, cache_dir: str, expect_build: bool, measure_notes: bool = False, timeout: float = 180.0
+) -> dict[str, Any]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
         "MNEMO_DATA_DIR": data_dir,
+        "MNEMO_EMBED_CACHE_DIR": cache_dir,
         "MNEMO_HTTP_PORT": str(port),
         "MNEMO_LOG_FORMAT": "json",
         "MNEMO_HARVEST_AGENTS": "",
@@ -116,8 +124,19 @@ def measure_up(data_dir: str, measure_notes: bool = False, timeout: float = 180.
         result["ready_s"] = proc.first("Mnemo is ready")
         while (status := client.get(f"{base}/api/v1/status").json())["embedder_state"] == "loading":
             time.sleep(0.1)
-        result["embedder_ready_s"] = time.perf_counter() - proc.started
         result["embedder_state"] = status["embedder_state"]
+        if status["embedder_state"] != "ready":
+            raise RuntimeError(f"the embedder did not load: {status['embedder_state']}")
+        # The log line's arrival, not the status poll's: the poll would add up to its interval.
+        while (ready := proc.first(EMBEDDER_READY)) is None:
+            if time.perf_counter() > deadline:
+                raise RuntimeError("the embedder is ready but its embedder_ready line never came")
+            time.sleep(0.01)
+        result["embedder_ready_s"] = ready
+        result["ready_to_embedder_s"] = ready - result["ready_s"]
+        result["graph_built"] = proc.first(GRAPH_BUILT) is not None
+        if result["graph_built"] != expect_build:
+            raise RuntimeError(f"expected graph_built={expect_build} with MNEMO_EMBED_CACHE_DIR={cache_dir}")
         result["freshness"] = measure_freshness(client, base) if measure_notes else None
     result["stop_s"] = proc.stop()
     result["exit_code"] = proc.process.returncode
@@ -179,46 +198,54 @@ def measure_freshness(client: httpx.Client, base: str, notes: int = 20) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.latency", description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="warm `mnemo up` starts to time (default 3)")
+    parser.add_argument("--runs", type=int, default=3, help="cold and warm `mnemo up` starts to time (default 3 each)")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     root = tempfile.mkdtemp(prefix="mnemo-lat-")
-    print("cold start of `mnemo up` (new data directory)...", flush=True)
-    cold = measure_up(f"{root}/data", measure_notes=True)
-    warm = []
+    cold, warm = [], []
+    # Cold and warm starts alternate, so a change in the machine's load weighs on both alike.
     for i in range(args.runs):
-        print(f"warm start {i + 1}/{args.runs}...", flush=True)
-        warm.append(measure_up(f"{root}/data"))
+        print(f"cold start {i + 1}/{args.runs} (new data directory, empty graph cache)...", flush=True)
+        fresh = f"{root}/cold-{i}"
+        cold.append(measure_up(f"{fresh}/data", f"{fresh}/cache", expect_build=True, measure_notes=i == 0))
+        print(f"warm start {i + 1}/{args.runs} (the first cold start's directories)...", flush=True)
+        warm.append(measure_up(f"{root}/cold-0/data", f"{root}/cold-0/cache", expect_build=False))
     gateway = [measure_gateway_alone() for _ in range(args.runs)]
-    med = lambda key: statistics.median(r[key] for r in warm)  # noqa: E731
+    keys = (
+        "listening_s",
+        "initialize_s",
+        "listening_to_initialize_s",
+        "ready_s",
+        "embedder_ready_s",
+        "ready_to_embedder_s",
+        "stop_s",
+    )
+
+    def median(runs: list[dict[str, Any]]) -> dict[str, float]:
+        return {k: statistics.median(r[k] for r in runs) for k in keys}
+
     results = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "cold_up": {k: v for k, v in cold.items() if k != "freshness"},
+        "cold_up_runs": [{k: v for k, v in r.items() if k != "freshness"} for r in cold],
+        "cold_up_median": median(cold),
         "warm_up_runs": [{k: v for k, v in r.items() if k != "freshness"} for r in warm],
-        "warm_up_median": {
-            k: med(k)
-            for k in (
-                "listening_s",
-                "initialize_s",
-                "listening_to_initialize_s",
-                "ready_s",
-                "embedder_ready_s",
-                "stop_s",
-            )
-        },
+        "warm_up_median": median(warm),
         "gateway_alone_initialize_s": [g["initialize_s"] for g in gateway],
-        "freshness": cold["freshness"],
+        "freshness": cold[0]["freshness"],
     }
     out = REPO_ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "latency.json").write_text(json.dumps(results, indent=2))
     f = results["freshness"]
+    cold_median = results["cold_up_median"]
     warm_median = results["warm_up_median"]
     rows = [
-        ("`mnemo up` cold: spawn -> gateway listening", f"{cold['listening_s']:.2f}"),
-        ("`mnemo up` cold: spawn -> MCP initialize answered", f"{cold['initialize_s']:.2f}"),
-        ("`mnemo up` cold: spawn -> ready printed", f"{cold['ready_s']:.2f}"),
+        (f"`mnemo up` cold (median of {len(cold)}): spawn -> gateway listening", f"{cold_median['listening_s']:.2f}"),
+        ("`mnemo up` cold: spawn -> MCP initialize answered", f"{cold_median['initialize_s']:.2f}"),
+        ("`mnemo up` cold: spawn -> ready printed", f"{cold_median['ready_s']:.2f}"),
+        ("`mnemo up` cold: spawn -> embedder ready (graph built)", f"{cold_median['embedder_ready_s']:.2f}"),
+        ("`mnemo up` cold: ready printed -> embedder ready", f"{cold_median['ready_to_embedder_s']:.2f}"),
         (f"`mnemo up` warm (median of {len(warm)}): spawn -> gateway listening", f"{warm_median['listening_s']:.2f}"),
         (
             "`mnemo up` warm: gateway listening -> MCP initialize answered",
@@ -227,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         ("`mnemo up` warm: spawn -> MCP initialize answered", f"{warm_median['initialize_s']:.2f}"),
         ("`mnemo up` warm: spawn -> ready printed", f"{warm_median['ready_s']:.2f}"),
         ("`mnemo up` warm: spawn -> embedder ready", f"{warm_median['embedder_ready_s']:.2f}"),
+        ("`mnemo up` warm: ready printed -> embedder ready", f"{warm_median['ready_to_embedder_s']:.2f}"),
         ("`mnemo up` warm: SIGTERM -> exit", f"{warm_median['stop_s']:.2f}"),
         (
             "`mnemo serve gateway`: spawn -> MCP initialize (median)",

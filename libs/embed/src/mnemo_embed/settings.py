@@ -69,7 +69,7 @@ class EmbeddingSettings:
         "MNEMO_EMBED_CACHE_DIR",
         "",
         "Where the `local` embedder caches the ONNX graph it builds from the model's weights (about "
-        "90 MB; a start without it takes about 2 s longer).",
+        "90 MB, one per model; a start without it builds the graph again, a few tenths of a second).",
         shown_default="platform user cache dir, e.g. `~/.cache/mnemo`",
     )
     timeout_s: float = setting(
