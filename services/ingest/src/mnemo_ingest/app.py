@@ -7,6 +7,7 @@ import asyncpg
 from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_embed.settings import EmbeddingSettings
+from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
@@ -54,8 +55,12 @@ class IngestApp(GrpcApp):
             self.embedder.dimension,
             migrate=True,  # ingest owns the schema (see docs/architecture.md)
         )
-        self.workers = EmbeddingWorkers(self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size)
-        servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content)
+        # The workers give way to this process's writes (mnemo_ingest.activity).
+        activity = WriteActivity()
+        self.workers = EmbeddingWorkers(
+            self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size, activity
+        )
+        servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content, activity)
         return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:

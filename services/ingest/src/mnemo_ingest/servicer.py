@@ -10,6 +10,7 @@ import asyncpg
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder
+from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.admin import Admin
 from mnemo_ingest.corrections import Corrections
 from mnemo_ingest.rescan import Rescan, RescanSummary
@@ -35,7 +36,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         embedder: Embedder,
         trust: TrustSettings | None = None,
         content: ContentSettings | None = None,
+        activity: WriteActivity | None = None,
     ) -> None:
+        self.activity = activity or WriteActivity()
         self.max_content_bytes = (content or ContentSettings()).max_content_bytes
         self.trust = trust or TrustSettings()
         steps = Steps(embedder, self.trust)
@@ -48,7 +51,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         return memory_message(row, with_content=True, trust=self.trust)
 
     async def WriteMemory(self, request: pb.WriteMemoryRequest, context: Any) -> pb.WriteMemoryResponse:
-        written = await self.writes.write(request.workspace, check_write(request, self.max_content_bytes))
+        with self.activity.writing():
+            written = await self.writes.write(request.workspace, check_write(request, self.max_content_bytes))
         return pb.WriteMemoryResponse(
             memory=self._memory(written.memory), outcome=enum_value(pb.WriteOutcome, written.outcome, "outcome")
         )
@@ -57,12 +61,13 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         if len(request.items) > MAX_BATCH:
             raise InvalidArgument(f"{len(request.items)} items in one call; at most {MAX_BATCH}")
         items: list[tuple[str, Draft | MnemoError]] = []
-        for item in request.items:
-            try:
-                items.append((item.workspace, check_write(item, self.max_content_bytes)))
-            except MnemoError as exc:
-                items.append((item.workspace, exc))
-        results = await self.writes.write_many(items)
+        with self.activity.writing():
+            for item in request.items:
+                try:
+                    items.append((item.workspace, check_write(item, self.max_content_bytes)))
+                except MnemoError as exc:
+                    items.append((item.workspace, exc))
+            results = await self.writes.write_many(items)
         return pb.WriteMemoriesResponse(results=[self._result(r) for r in results])
 
     def _result(self, result: Written | MnemoError) -> pb.WriteResult:

@@ -16,6 +16,7 @@ import structlog
 
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_embed.chunking import Chunk
+from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.settings import IngestSettings
 from mnemo_store import EMBED_CHANNEL, embed_queue
 
@@ -35,9 +36,16 @@ class EmbeddingWorkers:
     name = "embedding-workers"
 
     def __init__(
-        self, pool: asyncpg.Pool, dsn: str, embedder: Embedder, settings: IngestSettings, batch_size: int
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        embedder: Embedder,
+        settings: IngestSettings,
+        batch_size: int,
+        activity: WriteActivity | None = None,
     ) -> None:
         self.pool = pool
+        self.activity = activity or WriteActivity()
         self.dsn = dsn
         self.embedder = embedder
         self.settings = settings
@@ -105,21 +113,30 @@ class EmbeddingWorkers:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
     async def _drain(self) -> int:
-        """Embeds batches until the queue is empty, claiming the next batch while the model runs
-        on this one; returns how many chunks were taken (0: nothing was due)."""
+        """Embeds batches until the queue is empty; returns how many chunks were taken (0: nothing
+        was due). The model never waits for the database: while it runs on one batch, the next is
+        claimed and the one before stored, and it starts on the next as soon as it is done."""
         taken = 0
         batch = await self._claim()
-        while batch:
+        embedding = asyncio.create_task(self._embed(batch)) if batch else None
+        while embedding is not None:
             taken += len(batch)
-            embedding = asyncio.create_task(self._embed(batch))
             try:
                 following = await self._claim()
             except BaseException:
                 await _finish(embedding)
                 raise
             try:
-                await self._store(await embedding)
+                pairs = await embedding  # a cancelled embedding hands its own batch back
             except BaseException:
+                await self._release(following)
+                raise
+            embedding = asyncio.create_task(self._embed(following)) if following else None
+            try:
+                await self._store(pairs)
+            except BaseException:
+                if embedding is not None:
+                    await _finish(embedding)
                 await self._release(batch + following)  # what was stored is no longer pending: untouched
                 raise
             batch = following
@@ -133,7 +150,10 @@ class EmbeddingWorkers:
             await asyncio.shield(embed_queue.release(self.pool, [r["id"] for r in rows]))
 
     async def _embed(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, Any]]:
-        """The batch's vectors, outside any transaction; failures are recorded, the rest returned."""
+        """The batch's vectors, outside any transaction; failures are recorded, the rest returned.
+
+        The model starts once this process's writes pause (mnemo_ingest.activity)."""
+        await self.activity.pause()
         inputs = [Chunk(0, r["context"], r["text"]).embedding_input() for r in rows]
         try:
             vectors = await self.embedder.embed(inputs)
