@@ -58,9 +58,17 @@ def notes(count: int) -> list[str]:
     raise SystemExit(f"the SciFact corpus has fewer than {count} pieces of {WORDS_PER_NOTE} words")
 
 
+def title_of(i: int) -> str:
+    return f"note {i}"
+
+
 def raw_model_rate(texts: list[str], batch_size: int, threads: int) -> dict[str, Any]:
-    """The bundled embedder in this process, as the worker runs it: its batch size and thread count."""
+    """The bundled embedder in this process, as the worker runs it: its batch size, its thread
+    count, and the text it embeds (each note's title as context, then the note)."""
+    from mnemo_embed.chunking import Chunk
     from mnemo_embed.local import LocalEmbedder
+
+    texts = [Chunk(0, title_of(i), text).embedding_input() for i, text in enumerate(texts)]
 
     async def run() -> dict[str, Any]:
         embedder = LocalEmbedder(threads=threads)
@@ -103,9 +111,10 @@ def wait_drained(client: httpx.Client, base: str, timeout: float = 1800) -> None
 
 
 class BacklogWatch:
-    """Polls the status every `every` seconds in a thread: (seconds since start, chunks pending)."""
+    """Polls the status every `every` seconds in a thread: (seconds since start, chunks pending).
+    Each poll counts the queue: often enough for the picture, rarely enough to cost the model little."""
 
-    def __init__(self, base: str, every: float = 0.5) -> None:
+    def __init__(self, base: str, every: float = 1.0) -> None:
         self.base, self.every = base, every
         self.samples: list[tuple[float, int]] = []
         self.started = time.perf_counter()
@@ -136,7 +145,7 @@ def batch_import(
     visible, checked = 0, 0
     for n, start in enumerate(range(0, len(texts), batch)):
         items = [
-            {"content": text, "title": f"note {start + i}", "idempotency_key": f"bench-{start + i}"}
+            {"content": text, "title": title_of(start + i), "idempotency_key": f"bench-{start + i}"}
             for i, text in enumerate(texts[start : start + batch])
         ]
         began = time.perf_counter()
@@ -172,17 +181,17 @@ def batch_import(
     }
 
 
-def embed_rate(backlog: list[tuple[float, int]], commits: list[tuple[float, int]]) -> list[tuple[float, float]]:
-    """Notes embedded per second between samples: committed so far minus pending, differenced."""
-    rates = []
-    previous: tuple[float, float] | None = None
-    for at, pending in backlog:
-        committed = sum(n for t, n in commits if t <= at)
-        done = committed - pending
-        if previous is not None and at > previous[0]:
-            rates.append((at, max(0.0, (done - previous[1]) / (at - previous[0]))))
-        previous = (at, done)
-    return rates
+def embed_rate(
+    backlog: list[tuple[float, int]], commits: list[tuple[float, int]], window: int = 5
+) -> list[tuple[float, float]]:
+    """Notes embedded per second over the last `window` samples: committed so far minus pending,
+    differenced (a single interval shows the model's batches, not its rate)."""
+    done = [(at, sum(n for t, n in commits if t <= at) - pending) for at, pending in backlog]
+    return [
+        (at, max(0.0, (count - done[i - window][1]) / (at - done[i - window][0])))
+        for i, (at, count) in enumerate(done)
+        if i >= window and at > done[i - window][0]
+    ]
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
