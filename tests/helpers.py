@@ -26,7 +26,7 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_embed import Embedder
 from mnemo_server.stack import Stack, StackConfig
-from mnemo_store import GLOBAL_WORKSPACE, prepare_database
+from mnemo_store import GLOBAL_WORKSPACE, open_pool, prepare_database
 from mnemo_store import memories as db
 from mnemo_store.settings import DatabaseSettings
 
@@ -72,6 +72,13 @@ async def migrate(dsn: str, embedder: Embedder) -> None:
     """Does to `dsn` what a starting ingest does: applies the migrations and records the embedding space."""
     pool = await prepare_database(dsn, DatabaseSettings(), embedder.model, embedder.dimension, migrate=True)
     await pool.close()
+
+
+async def migrated_pool(postgres: Postgres, embedder: Embedder) -> asyncpg.Pool:
+    """A pool on a new database migrated as a starting ingest leaves it (the caller closes it)."""
+    dsn = await postgres.create_database()
+    await migrate(dsn, embedder)
+    return await open_pool(dsn)
 
 
 async def insert_note(pool: asyncpg.Pool, text: str) -> tuple[uuid.UUID, list[int]]:

@@ -15,9 +15,9 @@ from google.protobuf import timestamp_pb2
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo_embed import HashEmbedder
-from mnemo_store import embed_queue, open_pool
+from mnemo_store import embed_queue
 from mnemo_store import memories as db
-from tests.helpers import Clients, Postgres, eventually, ids, insert_note, migrate
+from tests.helpers import Clients, Postgres, eventually, ids, insert_note, migrated_pool
 
 Flags = dict[int, tuple[set[bool], set[bool]]]
 
@@ -149,11 +149,9 @@ async def _flags(pool: asyncpg.Pool, memory_id: uuid.UUID) -> tuple[list[bool], 
 
 
 async def test_a_worker_storing_while_a_memory_changes_never_leaves_a_stale_flag(postgres: Postgres) -> None:
-    dsn = await postgres.create_database()
     embedder = HashEmbedder(64)
     embedder.start()
-    await migrate(dsn, embedder)
-    pool = await open_pool(dsn)
+    pool = await migrated_pool(postgres, embedder)
     try:
         # 1. The change holds the queue row first: the worker skips it rather than wait, and
         #    stores it once the change committed, with the new flag.

@@ -10,8 +10,8 @@ import asyncpg
 
 from mnemo_embed import HashEmbedder
 from mnemo_search.engine import lexical_query, semantic_query
-from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue, open_pool
-from tests.helpers import Postgres, insert_note, migrate
+from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue
+from tests.helpers import Postgres, insert_note, migrated_pool
 
 
 async def _plan(conn: asyncpg.Connection, sql: str, values: list[object]) -> str:
@@ -22,11 +22,9 @@ async def _plan(conn: asyncpg.Connection, sql: str, values: list[object]) -> str
 async def test_default_reads_can_use_the_partial_indexes_and_history_reads_answer_without_them(
     postgres: Postgres,
 ) -> None:
-    dsn = await postgres.create_database()
     embedder = HashEmbedder(64)
     embedder.start()
-    await migrate(dsn, embedder)
-    pool = await open_pool(dsn)
+    pool = await migrated_pool(postgres, embedder)
     try:
         # The words asked for are in few chunks, so the full-text index is the cheap way to them.
         texts = [f"note {i} on the zebra crossing near the harbour" for i in range(40)]
