@@ -240,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             **os.environ,
             "MNEMO_DATA_DIR": data_dir,
             "MNEMO_HTTP_PORT": str(port),
+            # The default log level: a user's `mnemo up` logs at info.
             "MNEMO_LOG_FORMAT": "json",
-            "MNEMO_LOG_LEVEL": "warning",
             "MNEMO_HARVEST_AGENTS": "",
         }
         print(f"starting mnemo up on port {port} …", flush=True)

@@ -150,7 +150,7 @@ class Writes:
             rows |= await db.fetch_memories(conn, list(replayed.values()))
             for i, new in fresh.items():
                 results[i] = Written(rows[new.id], "created")
-                log.info("memory_written", memory_id=str(new.id), workspace=new.workspace_id, chunks=len(new.chunks))
+            _log_written(list(fresh.values()))
             for i, memory_id in replayed.items():
                 results[i] = Written(rows[memory_id], "replayed")
         assert all(r is not None for r in results)
@@ -286,6 +286,17 @@ class Writes:
                 conn, row, title, edit.content, new_hash, tags, metadata, chunks, edit.redactions
             )
             return Written(await db.fetch_memory(conn, memory_id), "new_version")
+
+
+def _log_written(news: list[db.NewMemory]) -> None:
+    """A line per new memory of a single write; one per batch otherwise (a line each costs a fifth
+    of a batch's time at the default log level; the audit log names every memory)."""
+    if len(news) == 1:
+        new = news[0]
+        log.info("memory_written", memory_id=str(new.id), workspace=new.workspace_id, chunks=len(new.chunks))
+    elif news:
+        workspaces = sorted({n.workspace_id for n in news})
+        log.info("memories_written", count=len(news), workspaces=workspaces, chunks=sum(len(n.chunks) for n in news))
 
 
 def _write_event(new: db.NewMemory, draft: Draft) -> AuditEvent:
