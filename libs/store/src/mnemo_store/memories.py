@@ -146,9 +146,7 @@ async def lock_memory(conn: asyncpg.Connection, memory_id: uuid.UUID, workspace_
 
 async def fetch_memory(conn: asyncpg.Connection | asyncpg.Pool, memory_id: uuid.UUID) -> asyncpg.Record:
     """The memory with the content of its current version (deleted or not: the caller has located it)."""
-    return await conn.fetchrow(
-        f"SELECT {MEMORY_COLUMNS}, v.content FROM memories m {CONTENT_JOIN} WHERE m.id = $1", memory_id
-    )
+    return (await fetch_memories(conn, [memory_id]))[memory_id]
 
 
 async def memory_workspace(conn: asyncpg.Connection, memory_id: uuid.UUID) -> str | None:
@@ -168,8 +166,10 @@ async def find_by_idempotency_key(conn: asyncpg.Connection, workspace_id: str, k
     )
 
 
-async def fetch_memories(conn: asyncpg.Connection, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
-    """fetch_memory for many at once, by id."""
+async def fetch_memories(
+    conn: asyncpg.Connection | asyncpg.Pool, memory_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, asyncpg.Record]:
+    """Memories with the content of their current version, by id."""
     if not memory_ids:
         return {}
     rows = await conn.fetch(

@@ -69,7 +69,7 @@ class Corrections:
                         "memory, so write the successor without it (or update that memory)"
                     )
             chunks = await self.steps.chunks(draft.title, draft.content)
-            new_id = await self.steps.insert(conn, ws, draft, chunks)
+            new_id = (await self.steps.insert(conn, ws, draft, chunks))[0].id
             ended = draft.valid_from or await conn.fetchval("SELECT now()")
             await self.steps.supersede(conn, old, new_id, draft.content_hash, reason, valid_to=ended)
             log.info("memory_superseded", memory_id=str(old_id), successor=str(new_id))
@@ -105,7 +105,7 @@ class Corrections:
                 valid_from=old["valid_from"],
             )
             chunks = await self.steps.chunks(draft.title, draft.content)
-            new_id = await self.steps.insert(conn, shared, draft, chunks)
+            new_id = (await self.steps.insert(conn, shared, draft, chunks))[0].id
             await append_audit_event(
                 conn,
                 AuditEvent(

@@ -148,11 +148,12 @@ class Steps:
 
     async def insert(
         self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
-    ) -> uuid.UUID:
-        """The memory, its first version, its first status span and its chunks; no audit event."""
+    ) -> tuple[db.NewMemory, asyncpg.Record]:
+        """The memory, its first version, its first status span and its chunks; no audit event.
+        Returns what was inserted and the memory as a read returns it."""
         new = self.new_memory(ws, draft, chunks)
-        await db.insert_memories(conn, [new])
-        return new.id
+        rows = await db.insert_memories(conn, [new])
+        return new, rows[new.id]
 
     async def new_version(
         self,

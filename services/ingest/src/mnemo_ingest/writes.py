@@ -92,8 +92,8 @@ class Writes:
     async def write_many(self, items: list[tuple[str, Draft | MnemoError]]) -> list[Written | MnemoError]:
         """Writes in one transaction, answered in order; a single write is a batch of one.
 
-        New memories go in together: one multi-row insert of them all, one of their chunks (with
-        one NOTIFY), one extension of each audit chain, one read back. An item that needs a
+        New memories go in together: one multi-row insert of them all (which returns their rows),
+        one of their chunks (with one NOTIFY), one extension of each audit chain. An item that needs a
         decision of its own (a replay of a key used earlier in the batch, a source the workspace
         already has or has tombstoned, a derivation) is written alone in a savepoint, so that if
         it is refused it is rolled back alone and the rest commit. Should the multi-row insert
@@ -211,13 +211,11 @@ class Writes:
             existing = await self._from_source(conn, ws, draft, chunks)
             if existing is not None:
                 return existing
-        new = self.steps.new_memory(ws, draft, chunks)
-        await db.insert_memories(conn, [new])
-        memory_id = new.id
-        await self._record_derivation(conn, ws, draft, memory_id)
+        new, row = await self.steps.insert(conn, ws, draft, chunks)
+        await self._record_derivation(conn, ws, draft, new.id)
         await append_audit_event(conn, _write_event(new, draft))
-        log.info("memory_written", memory_id=str(memory_id), workspace=ws.id, chunks=len(chunks))
-        return Written(await db.fetch_memory(conn, memory_id), "created")
+        _log_written([new])
+        return Written(row, "created")
 
     async def _from_source(
         self, conn: asyncpg.Connection, ws: WorkspaceRow, draft: Draft, chunks: list[db.ChunkRow]
