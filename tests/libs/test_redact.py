@@ -26,9 +26,9 @@ from mnemo_redact import (
     redact_command_output,
     redact_json,
 )
-from mnemo_redact.detectors import KIND_BY_TYPE, MIN_VALUE_LENGTH, TRIGGERS, candidate_segments
+from mnemo_redact.detectors import KIND_BY_TYPE, MIN_VALUE_LENGTH, TRIGGERS, _compiled, candidate_segments
 from mnemo_redact.model import digest
-from mnemo_redact.patterns import rule_spans
+from mnemo_redact.patterns import RULES, lower_ascii, rule_spans
 from tests.corpora.redact import (
     B64URL,
     BENIGN,
@@ -219,6 +219,53 @@ def test_any_mix_of_corpus_text_is_redacted_idempotently(parts: list[str], joine
     assert redact(once.text).text == once.text
     for finding in once.findings:
         assert 0 <= finding.start < finding.end <= len(text)
+
+
+# Shapes the planted corpus does not hold (fake values, built so no scanner takes them for real).
+_MORE_SHAPES = [
+    ("aws-secret-key", "creds AKIA" + "Q7ZX4M2N8P5R6T1W" + ", " + "wJalrXUtnFMI7K7MDENGbPxRfiCYz" + "q9Xk2Lm4Np7"),
+    ("stripe-key", "signing with whsec_" + "Zk3q9Xw2Lm4Np7Rt5Vb8Yc1D"),
+    ("google-oauth-secret", "client secret GOCSPX-" + "Zk3q9Xw2Lm4Np7Rt5Vb8Yc1D"),
+    ("google-oauth-token", "token ya29." + "a0AfB_byZk3q9Xw2Lm4Np7Rt5Vb8Yc1D"),
+    ("slack-token", "app token xapp-1-" + "A0123BCDEF4-5678901234567-abcdef"),
+    (
+        "private-key",
+        "PuTTY-User-Key-File-3: ssh-rsa\nPrivate-Lines: 2\n" + "QUJDREVGR0hJSktMTU5PUA==\nUVJTVFVWV1hZWg==",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "text"), _MORE_SHAPES, ids=[kind for kind, _ in _MORE_SHAPES])
+def test_each_rule_removes_its_shape(kind: str, text: str) -> None:
+    result = redact(text)
+    assert kind in {f.kind for f in result.findings}, result
+    # The words before the secret stay.
+    assert result.text.split()[0] == text.split()[0]
+
+
+def test_every_match_of_a_rule_holds_one_of_its_needles() -> None:
+    """A rule skips a text without its needles: sound only if no match can do without one. The
+    patterns run here without that gate, over the whole corpus and the transcript."""
+    texts = [
+        *_FRAGMENTS,
+        *(text for _, text in _MORE_SHAPES),
+        planted_transcript(size=200_000, seed=3)[0],
+        *(text for texts in _PLUGIN_SAMPLES.values() for text in texts),
+    ]
+    matched = set()
+    for text in texts:
+        lowered = lower_ascii(text)
+        for rule in RULES:
+            for match in rule.pattern.finditer(lowered if rule.lower else text):
+                matched.add(rule.pattern.pattern)
+                assert any(needle in match.group(0) for needle in rule.needles), (rule.kind, match.group(0))
+        for _, pattern, lower, needles in _compiled():
+            for match in pattern.finditer(lowered if lower else text):
+                matched.add(pattern.pattern)
+                assert not needles or any(needle in match.group(0) for needle in needles), match.group(0)
+    # The check met every rule and gated trigger (one the corpus never matches would pass unseen).
+    gated = {pattern.pattern for _, pattern, _, needles in _compiled() if needles}
+    assert gated and matched >= {rule.pattern.pattern for rule in RULES} | gated
 
 
 # --- the detect-secrets layer -----------------------------------------------------------------

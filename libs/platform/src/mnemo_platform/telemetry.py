@@ -56,6 +56,11 @@ def configure_tracing(service_name: str, extra_processor: SpanProcessor | None =
     return _provider
 
 
+def exporting() -> bool:
+    """Whether spans are recorded: something takes them (see _WhileExported)."""
+    return _sampler.exported
+
+
 def shutdown_tracing() -> None:
     """Flushes pending spans; called last at shutdown."""
     if _provider is not None:

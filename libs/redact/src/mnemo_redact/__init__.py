@@ -12,6 +12,7 @@ from mnemo_redact.commands import (
     redact_command_output,
 )
 from mnemo_redact.core import redact
+from mnemo_redact.detectors import warm_up
 from mnemo_redact.model import MARKER_RE, Finding, Redaction, marker
 from mnemo_redact.patterns import KINDS
 from mnemo_redact.structured import redact_json
@@ -30,4 +31,5 @@ __all__ = [
     "redact",
     "redact_command_output",
     "redact_json",
+    "warm_up",
 ]

@@ -26,17 +26,24 @@ from mnemo_redact.patterns import Span, is_placeholder, looks_random, lower_asci
 _QUOTE = "['\"`]"
 # Every word of KeywordDetector's denylist contains one of these.
 _KEYWORD_CORE = "(?:key|pass|pwd|secret|contrase)"
+_ASSIGNED_KEYWORD = (
+    rf"{_KEYWORD_CORE}\w*(?:[\]'\"]{{0,2}}[^\S\n]*(?:[:=]|!=)[=>]{{0,2}}[^\S\n]*{_QUOTE}"
+    rf"|[^\s'\"`]{{0,50}}[^\S\n]*{_QUOTE})"
+)
+_COMPARED_KEYWORD = rf"[!=]{{2,3}}[^\S\n]*\w*{_KEYWORD_CORE}"
+# Literals every match of a trigger contains (one of them): a text without them skips the
+# pattern, which `re` cannot search for a literal prefix (see patterns.Rule.needles).
+_TRIGGER_NEEDLES: dict[str, tuple[str, ...]] = {
+    _ASSIGNED_KEYWORD: ("key", "pass", "pwd", "secret", "contrase"),
+    _COMPARED_KEYWORD: ("!!", "!=", "=!", "=="),
+}
 TRIGGERS: dict[str, tuple[tuple[str, bool], ...]] = {
     # scan_line names its file `adhoc-string-scan`, so KeywordDetector uses its quotes-required
     # patterns: `word\w*` then `:`/`=`/`==`/`!=`/`=>` and a quote; or a quote after at most 50
     # non-blank characters; or a quoted string compared to `\w*word`.
     "KeywordDetector": (
-        (
-            rf"{_KEYWORD_CORE}\w*(?:[\]'\"]{{0,2}}[^\S\n]*(?:[:=]|!=)[=>]{{0,2}}[^\S\n]*{_QUOTE}"
-            rf"|[^\s'\"`]{{0,50}}[^\S\n]*{_QUOTE})",
-            True,
-        ),
-        (rf"[!=]{{2,3}}[^\S\n]*\w*{_KEYWORD_CORE}", True),
+        (_ASSIGNED_KEYWORD, True),
+        (_COMPARED_KEYWORD, True),
     ),
     "AWSKeyDetector": (
         (r"A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA", False),
@@ -57,7 +64,8 @@ TRIGGERS: dict[str, tuple[tuple[str, bool], ...]] = {
     "TwilioKeyDetector": ((r"AC[a-z0-9]{32}", False), (r"SK[a-z0-9]{32}", False)),
     "SendGridDetector": ((r"SG\.", False),),
     "MailchimpDetector": ((r"-us\d", False),),
-    "ArtifactoryDetector": ((r"AKC|AP[\dABCDEF]", False),),
+    # Its patterns without their delimiters: "AP1" (a protein) or "APC" alone is not a candidate.
+    "ArtifactoryDetector": ((r"AKC[a-zA-Z0-9]{10}|AP[\dABCDEF][a-zA-Z0-9]{8}", False),),
     "AzureStorageKeyDetector": ((r"AccountKey=", False),),
     "SquareOAuthDetector": ((r"sq0csp-", False),),
 }
@@ -99,8 +107,12 @@ _LOCK = threading.Lock()
 
 
 @functools.cache
-def _compiled() -> tuple[tuple[str, re.Pattern[str], bool], ...]:
-    return tuple((name, re.compile(source), lower) for name, sources in TRIGGERS.items() for source, lower in sources)
+def _compiled() -> tuple[tuple[str, re.Pattern[str], bool, tuple[str, ...]], ...]:
+    return tuple(
+        (name, re.compile(source), lower, _TRIGGER_NEEDLES.get(source, ()))
+        for name, sources in TRIGGERS.items()
+        for source, lower in sources
+    )
 
 
 def candidate_segments(text: str) -> dict[frozenset[str], list[tuple[int, int]]]:
@@ -108,7 +120,8 @@ def candidate_segments(text: str) -> dict[frozenset[str], list[tuple[int, int]]]
     lowered = lower_ascii(text)
     hits = sorted(
         (m.start(), m.end(), name)
-        for name, pattern, lower in _compiled()
+        for name, pattern, lower, needles in _compiled()
+        if not needles or any(needle in (lowered if lower else text) for needle in needles)
         for m in pattern.finditer(lowered if lower else text)
     )
     segments: list[tuple[int, int, set[str]]] = []
@@ -185,6 +198,13 @@ def scan_segments(text: str, groups: dict[frozenset[str], list[tuple[int, int]]]
                             s, e = seg_start + start, seg_start + end
                             found.append(Span(s, e, kind, s, e))
     return found
+
+
+def warm_up() -> None:
+    """Imports detect-secrets and loads its plugins (a few tenths of a second), so that the first
+    write holding a trigger does not pay for it."""
+    text = "AKC" + "0123456789abcdef"
+    scan_segments(text, candidate_segments(text))
 
 
 def detector_spans(text: str) -> list[Span]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 
 from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
@@ -12,6 +14,7 @@ from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform import GrpcApp, Registration
+from mnemo_redact import warm_up
 from mnemo_store import prepare_database
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings
@@ -46,6 +49,7 @@ class IngestApp(GrpcApp):
         self.embedder = embedder or build_embedder(embedding)
         self.pool: asyncpg.Pool | None = None
         self.workers: EmbeddingWorkers | None = None
+        self._warming: asyncio.Task[None] | None = None
 
     async def open(self) -> list[Registration]:
         self.pool = await prepare_database(
@@ -65,10 +69,14 @@ class IngestApp(GrpcApp):
 
     async def after_start(self) -> None:
         self.embedder.start()
+        self._warming = asyncio.create_task(asyncio.to_thread(warm_up), name="redaction-warm-up")
         assert self.workers is not None
         await self.workers.start()
 
     async def close(self) -> None:
+        if self._warming is not None:
+            # Its failure, if any, is met again by the first write that needs detect-secrets.
+            await asyncio.gather(self._warming, return_exceptions=True)
         if self.workers is not None:
             await self.workers.stop()
         if self.pool is not None:
