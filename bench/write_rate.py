@@ -4,8 +4,12 @@
 model on onnxruntime); this process is the client, over HTTP. Measured in one run:
 
 1. raw model: the same embedder loaded in this process, embedding the benchmark's notes in batches
-   of the worker's size while the server is idle: the ceiling the pipeline is compared with;
-2. single writes: sequential `POST /api/v1/memories`, latency percentiles;
+   of the worker's size while the server is idle, before the writes and again after the backlog
+   has drained: the mean of the two is the ceiling the pipeline is compared with (a shared
+   machine's speed drifts over a run);
+2. single writes: sequential `POST /api/v1/memories`, latency percentiles; beside them the floor
+   under any request, measured the same way: `GET /healthz` (HTTP and the gateway alone) and
+   `GET /api/v1/workspaces` (HTTP, the gateway, one gRPC call, one query);
 3. batch import: --notes notes of about 80 tokens (pieces of SciFact abstracts, bench/data/scifact)
    in `POST /api/v1/memories:batch` calls of --batch, back to back: committed notes/s, and each
    sampled batch's last note looked up by lexical search right after its call returns;
@@ -15,7 +19,7 @@ model on onnxruntime); this process is the client, over HTTP. Measured in one ru
 Prints a table and writes bench/results/write_rate.json and write_rate.png (commit and embed rate
 over time).
 
-    uv run python -m bench.write_rate                 # 10,000 notes: about 3 minutes on 2 cores
+    uv run python -m bench.write_rate                 # 10,000 notes: about 6 minutes on 2 cores
     uv run python -m bench.write_rate --notes 2000    # quicker
 """
 
@@ -85,21 +89,38 @@ def raw_model_rate(texts: list[str], batch_size: int, threads: int) -> dict[str,
     return asyncio.run(run())
 
 
-def single_writes(client: httpx.Client, base: str, workspace: str, count: int) -> dict[str, Any]:
-    latencies = []
+def latencies(call: Any, count: int) -> dict[str, Any]:
+    """`call(i)` timed `count` times: p50, p90, p99 in milliseconds."""
+    taken = []
     for i in range(count):
-        body = {"workspace": workspace, "content": f"A single note, number {i}: the cache key includes the locale."}
         started = time.perf_counter()
-        response = client.post(f"{base}/api/v1/memories", json=body)
-        latencies.append((time.perf_counter() - started) * 1000)
-        response.raise_for_status()
-    ordered = sorted(latencies)
+        call(i).raise_for_status()
+        taken.append((time.perf_counter() - started) * 1000)
+    ordered = sorted(taken)
     return {
-        "writes": count,
+        "calls": count,
         "p50_ms": statistics.median(ordered),
         "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
         "p99_ms": ordered[int(0.99 * (len(ordered) - 1))],
     }
+
+
+def single_writes(client: httpx.Client, base: str, workspace: str, count: int) -> dict[str, Any]:
+    """Sequential single writes, and in the same minute the floor under them: a request the gateway
+    answers alone (`/healthz`), and a read that crosses the same layers as a write (HTTP, the
+    gateway, one gRPC call, one query) but does no work of its own (`GET /api/v1/workspaces`)."""
+    floor = {
+        "healthz": latencies(lambda i: client.get(f"{base}/healthz"), count),
+        "one_query_read": latencies(lambda i: client.get(f"{base}/api/v1/workspaces"), count),
+    }
+    writes = latencies(
+        lambda i: client.post(
+            f"{base}/api/v1/memories",
+            json={"workspace": workspace, "content": f"A single note, number {i}: the cache key includes the locale."},
+        ),
+        count,
+    )
+    return {**writes, "writes": count, "floor": floor}
 
 
 def wait_drained(client: httpx.Client, base: str, timeout: float = 1800) -> None:
@@ -259,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                         pass
                     time.sleep(0.2)
                 print("ready; measuring the raw model in this process (server idle) …", flush=True)
-                raw = raw_model_rate(texts[: args.raw_notes], batch_size, threads)
-                print(f"  raw model: {raw['notes_per_s']:.1f} notes/s", flush=True)
+                raw_before = raw_model_rate(texts[: args.raw_notes], batch_size, threads)
+                print(f"  raw model: {raw_before['notes_per_s']:.1f} notes/s", flush=True)
                 for name in ("singles", "import"):
                     client.post(f"{base}/api/v1/workspaces", json={"name": name}).raise_for_status()
                 print(f"{args.singles} single writes …", flush=True)
@@ -268,12 +289,25 @@ def main(argv: list[str] | None = None) -> int:
                 wait_drained(client, base)
                 print(f"importing {len(texts):,} notes in batches of {args.batch} …", flush=True)
                 imported = batch_import(client, base, "import", texts, args.batch, checks=10)
+                # Again once the server is idle: a shared machine's speed drifts over a run, and the
+                # pipeline ran between the two.
+                print("the raw model again (server idle) …", flush=True)
+                raw_after = raw_model_rate(texts[: args.raw_notes], batch_size, threads)
+                print(f"  raw model: {raw_after['notes_per_s']:.1f} notes/s", flush=True)
         except Exception:
             print("\n".join(text for _, text in up.lines[-30:]), file=sys.stderr)
             raise
         finally:
             up.stop()
 
+    raw = {
+        "notes": raw_before["notes"],
+        "tokens_per_note": raw_before["tokens_per_note"],
+        "before": raw_before,
+        "after": raw_after,
+        # The reference the pipeline is held to: the mean of the runs before and after it.
+        "notes_per_s": statistics.mean([raw_before["notes_per_s"], raw_after["notes_per_s"]]),
+    }
     raw_time = len(texts) / raw["notes_per_s"]
     rates = embed_rate(imported["backlog"], imported["commits"])
     # The pipeline's steady rate: notes embedded per second once the import has committed all.
@@ -292,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         "embed_rate_over_time": rates,
         "figures": {
             "single_write_p50_ms": single["p50_ms"],
+            "healthz_p50_ms": single["floor"]["healthz"]["p50_ms"],
+            "one_query_read_p50_ms": single["floor"]["one_query_read"]["p50_ms"],
             "batch_committed_notes_per_s": imported["committed_per_s"],
             "lexically_visible_at_commit": f"{imported['lexically_visible_at_commit']}/{imported['lexical_checks']}",
             "raw_model_notes_per_s": raw["notes_per_s"],
