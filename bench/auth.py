@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.locomo import BenchError, embedded_postgres, git_info, machine_info, percentile, stack_env
+from bench.common import BenchError, embedded_postgres, git_info, machine_info, percentile, stack_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OPERATIONS = ("list_workspaces", "search_lexical", "write")

