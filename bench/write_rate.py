@@ -11,8 +11,9 @@ model on onnxruntime); this process is the client, over HTTP. Measured in one ru
    under any request, measured the same way: `GET /healthz` (HTTP and the gateway alone) and
    `GET /api/v1/workspaces` (HTTP, the gateway, one gRPC call, one query);
 3. batch import: --notes notes of about 80 tokens (pieces of SciFact abstracts, bench/data/scifact)
-   in `POST /api/v1/memories:batch` calls of --batch, back to back: committed notes/s, and each
-   sampled batch's last note looked up by lexical search right after its call returns;
+   in `POST /api/v1/memories:batch` calls as `mnemo import` makes them (batches of 200, two in
+   flight): committed notes/s over the import's wall time, and each sampled batch's last note
+   looked up by lexical search right after its call returns;
 4. the backlog: `GET /api/v1/status` polled from the import's start until no chunk is pending:
    embed rate over time, and the drain time against the raw model's time for the same notes.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import statistics
@@ -36,12 +38,15 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.latency import MNEMO, Spawned, free_port
+from mnemo_cli.commands.imports import BATCH as IMPORT_BATCH
+from mnemo_cli.commands.imports import IN_FLIGHT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = REPO_ROOT / "bench" / "data" / "scifact" / "corpus.jsonl"
@@ -66,13 +71,15 @@ def title_of(i: int) -> str:
     return f"note {i}"
 
 
-def raw_model_rate(texts: list[str], batch_size: int, threads: int) -> dict[str, Any]:
+def raw_model_rate(texts: list[str], count: int, batch_size: int, threads: int) -> dict[str, Any]:
     """The bundled embedder in this process, as the worker runs it: its batch size, its thread
-    count, and the text it embeds (each note's title as context, then the note)."""
+    count, and the text it embeds (each note's title as context, then the note), on `count` of
+    the notes spread evenly over them all (later notes hold a few more word pieces)."""
     from mnemo_embed.chunking import Chunk
     from mnemo_embed.local import LocalEmbedder
 
-    texts = [Chunk(0, title_of(i), text).embedding_input() for i, text in enumerate(texts)]
+    step = max(1, len(texts) // count)
+    texts = [Chunk(0, title_of(i), texts[i]).embedding_input() for i in range(0, len(texts), step)][:count]
 
     async def run() -> dict[str, Any]:
         embedder = LocalEmbedder(threads=threads)
@@ -156,47 +163,60 @@ class BacklogWatch:
 
 
 def batch_import(
-    client: httpx.Client, base: str, workspace: str, texts: list[str], batch: int, checks: int
+    base: str, workspace: str, texts: list[str], batch: int, in_flight: int, checks: int
 ) -> dict[str, Any]:
-    """The import, back to back; returns per-batch (end time, notes) and the lexical checks."""
+    """The import as `mnemo import` sends it: batches of `batch`, `in_flight` of them sent before the
+    first is answered. Returns per-batch (end time, notes), the committed rate over the import's
+    wall time, and the lexical checks (a sampled batch's last note searched once its call returns)."""
     watch = BacklogWatch(base)
-    commits: list[tuple[float, int]] = []
-    call_seconds = 0.0
     check_every = max(1, (len(texts) // batch) // checks)
-    visible, checked = 0, 0
-    for n, start in enumerate(range(0, len(texts), batch)):
+    local = threading.local()
+
+    def send(n: int) -> tuple[float, int, bool | None]:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(timeout=120)
+        client = local.client
+        start = n * batch
         items = [
             {"content": text, "title": title_of(start + i), "idempotency_key": f"bench-{start + i}"}
             for i, text in enumerate(texts[start : start + batch])
         ]
-        began = time.perf_counter()
         response = client.post(f"{base}/api/v1/memories:batch", json={"workspace": workspace, "items": items})
-        call_seconds += time.perf_counter() - began
         response.raise_for_status()
+        ended = time.perf_counter() - watch.started
         results = response.json()["results"]
         if any("error" in r for r in results):
             raise RuntimeError(f"batch {n} refused items: {[r for r in results if 'error' in r][:3]}")
-        commits.append((time.perf_counter() - watch.started, len(items)))
+        visible = None
         if n % check_every == 0:
             marker = texts[start + len(items) - 1].rsplit(" ", 1)[1]
             found = client.post(
                 f"{base}/api/v1/search",
                 json={"workspace": workspace, "query": marker, "mode": "lexical", "limit": 1},
             ).json()["results"]
-            checked += 1
-            visible += bool(found) and found[0]["id"] == results[-1]["memory"]["id"]
-    wait_drained(client, base)
+            visible = bool(found) and found[0]["id"] == results[-1]["memory"]["id"]
+        return ended, len(items), visible
+
+    began = time.perf_counter() - watch.started
+    with ThreadPoolExecutor(in_flight) as senders:
+        sent = list(senders.map(send, range(math.ceil(len(texts) / batch))))
+    commits = sorted((ended, count) for ended, count, _ in sent)
+    wall = commits[-1][0] - began
+    checked = [visible for _, _, visible in sent if visible is not None]
+    with httpx.Client(timeout=30) as client:
+        wait_drained(client, base)
     drained_s = time.perf_counter() - watch.started
     watch.stop()
     return {
         "notes": len(texts),
         "batch": batch,
-        "commit_seconds": call_seconds,
-        "committed_per_s": len(texts) / call_seconds,
+        "in_flight": in_flight,
+        "commit_seconds": wall,
+        "committed_per_s": len(texts) / wall,
         "import_wall_s": commits[-1][0],
         "drained_s": drained_s,
-        "lexical_checks": checked,
-        "lexically_visible_at_commit": visible,
+        "lexical_checks": len(checked),
+        "lexically_visible_at_commit": sum(checked),
         "commits": commits,
         "backlog": watch.samples,
     }
@@ -234,7 +254,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("seconds since the import started")
     ax.set_ylabel("notes per second (log)")
-    ax.set_title(f"Importing {imported['notes']:,} notes through the gateway (batches of {imported['batch']})")
+    ax.set_title(
+        f"Importing {imported['notes']:,} notes through the gateway "
+        f"(batches of {imported['batch']}, {imported['in_flight']} in flight)"
+    )
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -243,7 +266,15 @@ def plot(report: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.write_rate", description=__doc__.split("\n")[0])
     parser.add_argument("--notes", type=int, default=10_000, help="notes in the batch import (default 10,000)")
-    parser.add_argument("--batch", type=int, default=500, help="notes per batch call (default 500)")
+    parser.add_argument(
+        "--batch", type=int, default=IMPORT_BATCH, help=f"notes per call (default {IMPORT_BATCH}, as mnemo import)"
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=IN_FLIGHT,
+        help=f"batch calls sent before the first is answered (default {IN_FLIGHT}, as mnemo import)",
+    )
     parser.add_argument("--singles", type=int, default=300, help="sequential single writes (default 300)")
     parser.add_argument("--raw-notes", type=int, default=1024, help="notes the raw model embeds (default 1,024)")
     parser.add_argument("--out", default="bench/results", help="results folder, relative to the repo root")
@@ -280,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                         pass
                     time.sleep(0.2)
                 print("ready; measuring the raw model in this process (server idle) …", flush=True)
-                raw_before = raw_model_rate(texts[: args.raw_notes], batch_size, threads)
+                raw_before = raw_model_rate(texts, args.raw_notes, batch_size, threads)
                 print(f"  raw model: {raw_before['notes_per_s']:.1f} notes/s", flush=True)
                 for name in ("singles", "import"):
                     client.post(f"{base}/api/v1/workspaces", json={"name": name}).raise_for_status()
@@ -288,11 +319,11 @@ def main(argv: list[str] | None = None) -> int:
                 single = single_writes(client, base, "singles", args.singles)
                 wait_drained(client, base)
                 print(f"importing {len(texts):,} notes in batches of {args.batch} …", flush=True)
-                imported = batch_import(client, base, "import", texts, args.batch, checks=10)
+                imported = batch_import(base, "import", texts, args.batch, args.in_flight, checks=10)
                 # Again once the server is idle: a shared machine's speed drifts over a run, and the
                 # pipeline ran between the two.
                 print("the raw model again (server idle) …", flush=True)
-                raw_after = raw_model_rate(texts[: args.raw_notes], batch_size, threads)
+                raw_after = raw_model_rate(texts, args.raw_notes, batch_size, threads)
                 print(f"  raw model: {raw_after['notes_per_s']:.1f} notes/s", flush=True)
         except Exception:
             print("\n".join(text for _, text in up.lines[-30:]), file=sys.stderr)

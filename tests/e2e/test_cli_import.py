@@ -21,13 +21,16 @@ async def test_import_writes_refuses_bad_lines_and_resumes(
     lines = [json.dumps(item) for item in good]
     lines.insert(3, "{not json")
     lines.insert(10, json.dumps({"content": "   "}))
+    # The first note again, in the second batch of 200: sent while the first is still being
+    # written, so the two race for the same idempotency key; it is stored once either way.
+    lines.insert(250, lines[0])
     path = tmp_path / "notes.jsonl"
     path.write_text("\n".join(lines) + "\n")
     before = await table_counts(hash_stack.dsn)
 
     code, out, err = await mnemo(hash_stack, "import", str(path), "-w", ws.id)
     assert code == 1, err  # some lines were refused
-    assert "452 lines: 450 written, 0 already in, 2 refused" in out
+    assert "453 lines: 450 written, 1 already in, 2 refused" in out
     assert "line 4: INVALID_ARGUMENT" in out and "not a write body" in out
     assert "line 11: INVALID_ARGUMENT" in out
     assert (await table_counts(hash_stack.dsn))["memories"] - before["memories"] == 450
@@ -36,8 +39,12 @@ async def test_import_writes_refuses_bad_lines_and_resumes(
     code, out, err = await mnemo(hash_stack, "import", str(path), "-w", ws.id, "--json")
     assert code == 1, err
     summary = json.loads(out)
-    assert (summary["written"], summary["already_in"], summary["refused"]) == (0, 450, 2)
-    assert [r["line"] for r in summary["results"]][:5] == [1, 2, 3, 4, 5]
+    assert (summary["written"], summary["already_in"], summary["refused"]) == (0, 451, 2)
+    # Every line answered, in file order; the repeated line by the memory of the first.
+    assert [r["line"] for r in summary["results"]] == list(range(1, 454))
+    memories = [r["memory"]["id"] for r in summary["results"] if "memory" in r]
+    assert len(memories) == 451 and len(set(memories)) == 450
+    assert summary["results"][0]["memory"]["id"] == summary["results"][250]["memory"]["id"]
     assert (await table_counts(hash_stack.dsn))["memories"] - before["memories"] == 450
 
     # Positive control: a file of good lines only imports cleanly, exit 0.

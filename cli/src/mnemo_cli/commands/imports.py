@@ -11,6 +11,8 @@ import argparse
 import hashlib
 import json
 import sys
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,10 @@ from mnemo_cli.output import print_json, progress_bar
 
 # Well under the server's 1,000: a batch is one transaction, and the bar moves per batch.
 BATCH = 200
+# Batches sent before the first is answered: while the database commits one, the server checks,
+# redacts and chunks the next (a quarter more notes a second on 2 cores than one at a time).
+# Answers are still taken, counted and shown in file order.
+IN_FLIGHT = 2
 
 
 def _lines(path: str) -> list[tuple[int, str]]:
@@ -36,6 +42,13 @@ def _body(line: str) -> dict[str, Any]:
     return item
 
 
+def _answer(
+    sent: tuple[list[tuple[int, dict[str, Any]]], Future[list[dict[str, Any]]], int],
+) -> tuple[list[tuple[int, dict[str, Any]]], list[dict[str, Any]], int]:
+    batch, future, done = sent
+    return batch, future.result(), done
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     try:
         lines = _lines(args.file)
@@ -47,36 +60,54 @@ def cmd_import(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     bar = sys.stderr.isatty() and not args.json
     gateway = client()
-    for start in range(0, len(lines), BATCH):
-        batch: list[tuple[int, dict[str, Any]]] = []
-        for number, line in lines[start : start + BATCH]:
-            try:
-                batch.append((number, _body(line)))
-            except ValueError as exc:  # json.JSONDecodeError is a ValueError
-                error = {
-                    "code": "INVALID_ARGUMENT",
-                    "reason": "INVALID_ARGUMENT",
-                    "message": f"not a write body: {exc}",
-                }
-                failure: dict[str, Any] = {"line": number, "error": error}
-                refused.append(failure)
-                results.append(failure)
+    workspace = workspace_ref(args.workspace)
+
+    def send(batch: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+        if not batch:
+            return []
+        body = {"workspace": workspace, "items": [item for _, item in batch]}
+        return gateway.request("POST", "/memories:batch", json=body)["results"]
+
+    def take(batch: list[tuple[int, dict[str, Any]]], answered: list[dict[str, Any]], done: int) -> None:
+        for (number, _), result in zip(batch, answered, strict=True):
+            results.append({"line": number, **result})
+            if "error" in result:
+                refused.append({"line": number, **result})
                 counts["refused"] += 1
-        if batch:
-            body = {"workspace": workspace_ref(args.workspace), "items": [item for _, item in batch]}
-            answered = gateway.request("POST", "/memories:batch", json=body)["results"]
-            for (number, _), result in zip(batch, answered, strict=True):
-                results.append({"line": number, **result})
-                if "error" in result:
-                    refused.append({"line": number, **result})
-                    counts["refused"] += 1
-                elif result["outcome"] in ("created", "new_version"):
-                    counts["written"] += 1
-                else:
-                    counts["already in"] += 1
+            elif result["outcome"] in ("created", "new_version"):
+                counts["written"] += 1
+            else:
+                counts["already in"] += 1
         if bar:
-            done = min(start + BATCH, len(lines))
             print(progress_bar(done, len(lines), "lines", counts), end="", file=sys.stderr, flush=True)
+
+    pending: deque[tuple[list[tuple[int, dict[str, Any]]], Future[list[dict[str, Any]]], int]] = deque()
+    with ThreadPoolExecutor(IN_FLIGHT) as senders:
+        try:
+            for start in range(0, len(lines), BATCH):
+                batch: list[tuple[int, dict[str, Any]]] = []
+                for number, line in lines[start : start + BATCH]:
+                    try:
+                        batch.append((number, _body(line)))
+                    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+                        error = {
+                            "code": "INVALID_ARGUMENT",
+                            "reason": "INVALID_ARGUMENT",
+                            "message": f"not a write body: {exc}",
+                        }
+                        failure: dict[str, Any] = {"line": number, "error": error}
+                        refused.append(failure)
+                        results.append(failure)
+                        counts["refused"] += 1
+                if len(pending) == IN_FLIGHT:
+                    take(*_answer(pending.popleft()))
+                pending.append((batch, senders.submit(send, batch), min(start + BATCH, len(lines))))
+            while pending:
+                take(*_answer(pending.popleft()))
+        finally:
+            # An error (the gateway gone, an interrupt) sends nothing more; what was sent is answered.
+            for _, future, _ in pending:
+                future.cancel()
     if bar:
         print(file=sys.stderr)
     # Lines refused here (not JSON) were noted before their batch's answers: back in file order.
