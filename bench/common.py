@@ -219,3 +219,16 @@ def machine_info() -> dict[str, Any]:
                 info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
                 break
     return info
+
+
+def print_run_footer(report: Mapping[str, Any]) -> None:
+    """How long the run took and how busy the machine was around it, with a warning when busy."""
+    print(f"run took {report['duration_s']:.0f} s (model load {report['model_load_seconds']:.1f} s)")
+    machine = report["machine"]
+    before = machine["load_average_before"][0]
+    print(
+        f"machine: {machine['cpu_count']} CPUs; load average before the run {before:.2f}, "
+        f"after {machine['load_average_after'][0]:.2f}"
+    )
+    if before > 0.5 * (machine["cpu_count"] or 1):
+        print("WARNING: the machine was busy before the run started: timings are pessimistic")

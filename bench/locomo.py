@@ -29,6 +29,7 @@ from bench.common import (
     model_stack,
     ndcg_at,
     percentile,
+    print_run_footer,
     quiet_model_env,
     recall_at,
     recorded_env,
@@ -476,15 +477,7 @@ def print_report(report: dict[str, Any]) -> None:
         f"search latency: client-observed wall time per REST request, {report['config']['search_concurrency']} "
         f"request(s) in flight, after {WARMUP_QUERIES} warm-up questions"
     )
-    print(f"run took {report['duration_s']:.0f} s (model load {report['model_load_seconds']:.1f} s)")
-    machine = report["machine"]
-    before = machine["load_average_before"][0]
-    print(
-        f"machine: {machine['cpu_count']} CPUs; load average before the run {before:.2f}, "
-        f"after {machine['load_average_after'][0]:.2f}"
-    )
-    if before > 0.5 * (machine["cpu_count"] or 1):
-        print("WARNING: the machine was busy before the run started: timings are pessimistic")
+    print_run_footer(report)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:

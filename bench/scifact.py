@@ -31,6 +31,7 @@ from bench.common import (
     mrr_at,
     ndcg_at,
     percentile,
+    print_run_footer,
     quiet_model_env,
     recall_at,
     recorded_env,
@@ -548,15 +549,7 @@ def print_report(report: dict[str, Any]) -> None:
     if notes:
         print("WARNING: " + "; ".join(notes))
     print(f"search latency: client-observed wall time of each MCP tool call (top {TOP_K}), one at a time")
-    print(f"run took {report['duration_s']:.0f} s (model load {report['model_load_seconds']:.1f} s)")
-    machine = report["machine"]
-    before = machine["load_average_before"][0]
-    print(
-        f"machine: {machine['cpu_count']} CPUs; load average before the run {before:.2f}, "
-        f"after {machine['load_average_after'][0]:.2f}"
-    )
-    if before > 0.5 * (machine["cpu_count"] or 1):
-        print("WARNING: the machine was busy before the run started: timings are pessimistic")
+    print_run_footer(report)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
