@@ -223,11 +223,13 @@ def machine_info() -> dict[str, Any]:
 
 def print_run_footer(report: Mapping[str, Any]) -> None:
     """How long the run took and how busy the machine was around it, with a warning when busy."""
-    print(f"run took {report['duration_s']:.0f} s (model load {report['model_load_seconds']:.1f} s)")
+    loaded = f" (model load {report['model_load_seconds']:.1f} s)" if "model_load_seconds" in report else ""
+    print(f"run took {report['duration_s']:.0f} s{loaded}")
     machine = report["machine"]
     before = machine["load_average_before"][0]
+    model = f" ({machine['cpu_model']})" if machine.get("cpu_model") else ""
     print(
-        f"machine: {machine['cpu_count']} CPUs; load average before the run {before:.2f}, "
+        f"machine: {machine['cpu_count']} CPUs{model}; load average before the run {before:.2f}, "
         f"after {machine['load_average_after'][0]:.2f}"
     )
     if before > 0.5 * (machine["cpu_count"] or 1):

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, embedded_postgres, git_info, machine_info, percentile, stack_env
+from bench.common import BenchError, embedded_postgres, git_info, machine_info, percentile, print_run_footer, stack_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "bench/results"
@@ -855,14 +855,7 @@ def print_report(report: dict[str, Any]) -> None:
             f"  = {phases['total_s']:.1f} s, {share:.0%} of the cold run's wall time; the rest is ingest's "
             "SQL, gRPC and the embedding worker"
         )
-    machine = report["machine"]
-    before = machine["load_average_before"][0]
-    print(
-        f"machine: {machine['cpu_count']} CPUs ({machine.get('cpu_model', '?')}); load average before "
-        f"{before:.2f}, after {machine['load_average_after'][0]:.2f}; run took {report['duration_s']:.0f} s"
-    )
-    if before > 0.5 * (machine["cpu_count"] or 1):
-        print("WARNING: the machine was busy before the run started: timings are pessimistic")
+    print_run_footer(report)
     for warning in report["warnings"]:
         print(f"WARNING: {warning}")
 

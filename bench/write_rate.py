@@ -44,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from bench.common import percentile
 from bench.latency import MNEMO, Spawned, free_port
 from mnemo_cli.commands.imports import BATCH as IMPORT_BATCH
 from mnemo_cli.commands.imports import IN_FLIGHT
@@ -103,12 +104,11 @@ def latencies(call: Any, count: int) -> dict[str, Any]:
         started = time.perf_counter()
         call(i).raise_for_status()
         taken.append((time.perf_counter() - started) * 1000)
-    ordered = sorted(taken)
     return {
         "calls": count,
-        "p50_ms": statistics.median(ordered),
-        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
-        "p99_ms": ordered[int(0.99 * (len(ordered) - 1))],
+        "p50_ms": percentile(taken, 50),
+        "p90_ms": percentile(taken, 90),
+        "p99_ms": percentile(taken, 99),
     }
 
 

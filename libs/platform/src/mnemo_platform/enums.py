@@ -45,7 +45,7 @@ def enum_value(enum: Any, label: str, field: str) -> int:
     """ "note" -> MEMORY_KIND_NOTE; "" -> 0; anything else is a clear INVALID_ARGUMENT."""
     if not label:
         return 0
-    value = _labels(enum.DESCRIPTOR)[1].get(label)
+    value = _labels(enum.DESCRIPTOR)[1].get(label.strip().lower())
     if value is not None:
         return value
     # Imported here: the errors load grpc, which a client reading only the labels (the CLI) does without.
@@ -53,7 +53,4 @@ def enum_value(enum: Any, label: str, field: str) -> int:
 
     if "\x00" in label:
         raise InvalidArgument(f"{field} contains NUL bytes (U+0000); it must be one of {', '.join(enum_labels(enum))}")
-    value = _labels(enum.DESCRIPTOR)[1].get(label.strip().lower())
-    if value is not None:
-        return value
     raise InvalidArgument(f"{field} must be one of {', '.join(enum_labels(enum))}; got {label!r}")

@@ -7,11 +7,12 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from mnemo_redact.patterns import Span, is_placeholder, looks_random, lower_ascii
 
 # Each enabled plugin with cheap patterns, one of which every line it can flag must contain
-# (`True`: the pattern runs over the lower-cased text). scan_line costs about 0.25 ms a line
+# (`Trigger`s). scan_line costs about 0.25 ms a line
 # whatever plugins are on, so running it on each line of a 1 MB transcript (20k lines) takes
 # seconds; with the triggers only the few lines that could hold a finding are scanned, each by
 # the plugins whose triggers fired in it. Tests check, plugin by plugin, that the triggers pass
@@ -31,43 +32,49 @@ _ASSIGNED_KEYWORD = (
     rf"|[^\s'\"`]{{0,50}}[^\S\n]*{_QUOTE})"
 )
 _COMPARED_KEYWORD = rf"[!=]{{2,3}}[^\S\n]*\w*{_KEYWORD_CORE}"
-# Literals every match of a trigger contains (one of them): a text without them skips the
-# pattern, which `re` cannot search for a literal prefix (see patterns.Rule.needles).
-_TRIGGER_NEEDLES: dict[str, tuple[str, ...]] = {
-    _ASSIGNED_KEYWORD: ("key", "pass", "pwd", "secret", "contrase"),
-    _COMPARED_KEYWORD: ("!!", "!=", "=!", "=="),
-}
-TRIGGERS: dict[str, tuple[tuple[str, bool], ...]] = {
+
+
+class Trigger(NamedTuple):
+    """A pattern one of which every line a plugin can flag matches; `lower`: run over the
+    lower-cased text. `needles`, as patterns.Rule's: literals every match contains (one of them),
+    so a text without them skips a pattern `re` cannot search for by a literal prefix."""
+
+    source: str
+    lower: bool = False
+    needles: tuple[str, ...] = ()
+
+
+TRIGGERS: dict[str, tuple[Trigger, ...]] = {
     # scan_line names its file `adhoc-string-scan`, so KeywordDetector uses its quotes-required
     # patterns: `word\w*` then `:`/`=`/`==`/`!=`/`=>` and a quote; or a quote after at most 50
     # non-blank characters; or a quoted string compared to `\w*word`.
     "KeywordDetector": (
-        (_ASSIGNED_KEYWORD, True),
-        (_COMPARED_KEYWORD, True),
+        Trigger(_ASSIGNED_KEYWORD, lower=True, needles=("key", "pass", "pwd", "secret", "contrase")),
+        Trigger(_COMPARED_KEYWORD, lower=True, needles=("!!", "!=", "=!", "==")),
     ),
     "AWSKeyDetector": (
-        (r"A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA", False),
-        (r"aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?['\"][0-9a-z/+]{40}['\"]", True),
+        Trigger(r"A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA"),
+        Trigger(r"aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?['\"][0-9a-z/+]{40}['\"]", lower=True),
     ),
     # Its own pattern: `://user:password@` without reserved characters.
-    "BasicAuthDetector": ((r"://[^:/?#\[\]@!$&'()*+,;=\s]+:[^:/?#\[\]@!$&'()*+,;=\s]+@", False),),
-    "JwtTokenDetector": ((r"eyJ", False),),
-    "SlackDetector": ((r"xox[abposr]-", True), (r"hooks\.slack\.com", True)),
-    "StripeDetector": ((r"k_live_", False),),
-    "NpmDetector": ((r"_authToken=", False),),
-    "PypiTokenDetector": ((r"pypi-", False),),
-    "GitLabTokenDetector": ((r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-", False), (r"GR1348941", False)),
-    "GitHubTokenDetector": ((r"gh[pousr]_", False),),
-    "OpenAIDetector": ((r"T3BlbkFJ", False),),
-    "DiscordBotTokenDetector": ((r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}", False),),
-    "TelegramBotTokenDetector": ((r":[0-9A-Za-z_-]{35}", False),),
-    "TwilioKeyDetector": ((r"AC[a-z0-9]{32}", False), (r"SK[a-z0-9]{32}", False)),
-    "SendGridDetector": ((r"SG\.", False),),
-    "MailchimpDetector": ((r"-us\d", False),),
+    "BasicAuthDetector": (Trigger(r"://[^:/?#\[\]@!$&'()*+,;=\s]+:[^:/?#\[\]@!$&'()*+,;=\s]+@"),),
+    "JwtTokenDetector": (Trigger(r"eyJ"),),
+    "SlackDetector": (Trigger(r"xox[abposr]-", lower=True), Trigger(r"hooks\.slack\.com", lower=True)),
+    "StripeDetector": (Trigger(r"k_live_"),),
+    "NpmDetector": (Trigger(r"_authToken="),),
+    "PypiTokenDetector": (Trigger(r"pypi-"),),
+    "GitLabTokenDetector": (Trigger(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-"), Trigger(r"GR1348941")),
+    "GitHubTokenDetector": (Trigger(r"gh[pousr]_"),),
+    "OpenAIDetector": (Trigger(r"T3BlbkFJ"),),
+    "DiscordBotTokenDetector": (Trigger(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),),
+    "TelegramBotTokenDetector": (Trigger(r":[0-9A-Za-z_-]{35}"),),
+    "TwilioKeyDetector": (Trigger(r"AC[a-z0-9]{32}"), Trigger(r"SK[a-z0-9]{32}")),
+    "SendGridDetector": (Trigger(r"SG\."),),
+    "MailchimpDetector": (Trigger(r"-us\d"),),
     # Its patterns without their delimiters: "AP1" (a protein) or "APC" alone is not a candidate.
-    "ArtifactoryDetector": ((r"AKC[a-zA-Z0-9]{10}|AP[\dABCDEF][a-zA-Z0-9]{8}", False),),
-    "AzureStorageKeyDetector": ((r"AccountKey=", False),),
-    "SquareOAuthDetector": ((r"sq0csp-", False),),
+    "ArtifactoryDetector": (Trigger(r"AKC[a-zA-Z0-9]{10}|AP[\dABCDEF][a-zA-Z0-9]{8}"),),
+    "AzureStorageKeyDetector": (Trigger(r"AccountKey="),),
+    "SquareOAuthDetector": (Trigger(r"sq0csp-"),),
 }
 
 KIND_BY_TYPE: dict[str, str] = {
@@ -109,9 +116,9 @@ _LOCK = threading.Lock()
 @functools.cache
 def _compiled() -> tuple[tuple[str, re.Pattern[str], bool, tuple[str, ...]], ...]:
     return tuple(
-        (name, re.compile(source), lower, _TRIGGER_NEEDLES.get(source, ()))
-        for name, sources in TRIGGERS.items()
-        for source, lower in sources
+        (name, re.compile(trigger.source), trigger.lower, trigger.needles)
+        for name, triggers in TRIGGERS.items()
+        for trigger in triggers
     )
 
 
