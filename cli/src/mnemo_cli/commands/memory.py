@@ -99,7 +99,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"memories{scope}: {status['memories']}")
     print(
         f"chunks: {status['chunks_embedded']} embedded, {status['chunks_pending']} pending, "
-        f"{status['chunks_failed']} failed"
+        f"{status['chunks_failed']} failed; {status['lexical_pending']} waiting for the lexical statistics"
     )
     model = f"{status['embedding_model']} ({status['embedding_dimension']} dims)"
     print(f"embedding model: {model}, {status['embedder_state']}")

@@ -46,6 +46,19 @@ class Scope:
         return ALL_STATUSES if self.include_history else VISIBLE_STATUSES
 
     @property
+    def filtered(self) -> bool:
+        """Whether the caller's filters (beyond workspace and visibility) may leave out notes."""
+        return bool(
+            self.kinds
+            or self.tags
+            or self.created_after
+            or self.created_before
+            or self.updated_after
+            or self.updated_before
+            or self.valid_at
+        )
+
+    @property
     def indexed_only(self) -> bool:
         """Whether every chunk this read may return is in the search indexes (`indexed`): true for
         a default read; history and as-of reads return chunks the indexes leave out."""

@@ -107,6 +107,7 @@ class Counts:
     failed: int
     oldest_pending: datetime | None
     last_error: str
+    lexical_pending: int
 
 
 async def count_within(conn: Reader, reach: Reach) -> Counts:
@@ -125,7 +126,9 @@ async def count_within(conn: Reader, reach: Reach) -> Counts:
           (SELECT count(*) FROM chunk_vectors v WHERE {where_v}) AS embedded,
           (SELECT count(*) FROM {queued} AND q.failed) AS failed,
           (SELECT min(q.queued_at) FROM {queued} AND NOT q.failed) AS oldest,
-          (SELECT q.error FROM {queued} AND q.error IS NOT NULL ORDER BY q.embed_after DESC LIMIT 1) AS last_error
+          (SELECT q.error FROM {queued} AND q.error IS NOT NULL ORDER BY q.embed_after DESC LIMIT 1) AS last_error,
+          (SELECT count(DISTINCT q.chunk_id) FROM lexical_queue q JOIN chunks c ON c.id = q.chunk_id
+           WHERE {where_c}) AS lexical_pending
         """,
         *params.values,
     )
@@ -137,4 +140,5 @@ async def count_within(conn: Reader, reach: Reach) -> Counts:
         failed=row["failed"],
         oldest_pending=row["oldest"],
         last_error=row["last_error"] or "",
+        lexical_pending=row["lexical_pending"],
     )

@@ -10,6 +10,7 @@ from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest.activity import WriteActivity
+from mnemo_ingest.posting import LexicalPoster
 from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
@@ -23,7 +24,8 @@ SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].f
 
 
 class IngestApp(GrpcApp):
-    """Migrates and opens the database, serves IngestService, then starts the embedding workers."""
+    """Migrates and opens the database, serves IngestService, then starts the embedding workers and
+    the lexical poster."""
 
     name = "ingest"
 
@@ -49,6 +51,7 @@ class IngestApp(GrpcApp):
         self.embedder = embedder or build_embedder(embedding)
         self.pool: asyncpg.Pool | None = None
         self.workers: EmbeddingWorkers | None = None
+        self.poster: LexicalPoster | None = None
         self._warming: asyncio.Task[None] | None = None
 
     async def open(self) -> list[Registration]:
@@ -64,6 +67,7 @@ class IngestApp(GrpcApp):
         self.workers = EmbeddingWorkers(
             self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size, activity
         )
+        self.poster = LexicalPoster(self.pool, self.settings, activity)
         servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content, activity)
         return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
 
@@ -72,6 +76,8 @@ class IngestApp(GrpcApp):
         self._warming = asyncio.create_task(asyncio.to_thread(warm_up), name="redaction-warm-up")
         assert self.workers is not None
         await self.workers.start()
+        assert self.poster is not None
+        await self.poster.start()
 
     async def close(self) -> None:
         if self._warming is not None:
@@ -79,5 +85,7 @@ class IngestApp(GrpcApp):
             await asyncio.gather(self._warming, return_exceptions=True)
         if self.workers is not None:
             await self.workers.stop()
+        if self.poster is not None:
+            await self.poster.stop()
         if self.pool is not None:
             await self.pool.close()

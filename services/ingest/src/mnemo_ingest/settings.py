@@ -29,3 +29,15 @@ class IngestSettings:
         "First retry delay of a failed chunk; doubles with each attempt.",
         parse_positive_float,
     )
+    lexical_post_batch: int = setting(
+        "MNEMO_LEXICAL_POST_BATCH",
+        2000,
+        "Queued chunks the lexical poster brings into the BM25 statistics per transaction.",
+        parse_positive_int,
+    )
+    lexical_post_idle_s: float = setting(
+        "MNEMO_LEXICAL_POST_IDLE_S",
+        1.0,
+        "Seconds the lexical poster waits before looking at an empty queue again.",
+        parse_positive_float,
+    )

@@ -13,10 +13,10 @@ import structlog
 
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_platform.telemetry import tracer
-from mnemo_search.query import all_terms_query, any_term_query, literal_terms, relaxed_terms
+from mnemo_search.query import any_term_query, literal_terms, relaxed_terms
 from mnemo_search.ranking import fuse_rankings, recency_factor
 from mnemo_search.settings import SearchSettings
-from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope
+from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope, workspace_clause
 from mnemo_wire import TrustSettings
 
 log = structlog.get_logger("mnemo.search")
@@ -70,26 +70,115 @@ def _best_per_memory(rows: list[asyncpg.Record], limit: int) -> list[LegHit]:
     return [LegHit(r["memory_id"], r["chunk_id"], float(r["score"]), i) for i, r in enumerate(ordered, 1)]
 
 
-def lexical_query(scope: Scope, tsquery_text: str, limit: int, match_cap: int) -> tuple[str, list[object]]:
-    """The lexical leg's statement and its values: chunks matching the words, best first.
+# BM25's constants (docs/lexical-bm25.md): term-frequency saturation and length normalisation.
+BM25_K1, BM25_B = 1.2, 0.75
 
-    A default read reads only indexed chunks (the scope says so), which the partial GIN index
-    holds; history and as-of reads test every chunk of the versions they read.
+
+def _bm25(tf: str, length: str) -> str:
+    """One query word's BM25 contribution, given its weight row `w` and the statistics `s`."""
+    return f"w.idf * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / s.avglen))"
+
+
+def _statistics(scope: Scope, params: Params, words: str) -> str:
+    """The CTEs every lexical statement starts with: the query's lexemes (`q`), their terms in the
+    workspaces read (`terms`), those workspaces' sizes (`s`) and each lexeme's df and idf (`w`).
+
+    idf is per workspace, summed over the workspaces the read reaches (a workspace and `global`),
+    so another workspace's vocabulary never weighs in; a lexeme no indexed chunk holds has df 0.
+    """
+    return f"""
+        q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', {params.bind(words)}))),
+        terms AS (
+            SELECT t.id, t.lexeme, t.df FROM lexical_terms t JOIN q USING (lexeme)
+            WHERE t.df > 0 AND {workspace_clause(scope.reach, params, "t.workspace_id")}
+        ),
+        s AS (
+            SELECT coalesce(sum(chunks), 0)::float8 AS n,
+                   greatest(coalesce(sum(length), 0)::float8 / greatest(coalesce(sum(chunks), 0), 1), 1) AS avglen
+            FROM lexical_sizes WHERE {workspace_clause(scope.reach, params, "workspace_id")}
+        ),
+        w AS (
+            SELECT q.lexeme, coalesce(d.df, 0) AS df,
+                   -- ln(1 + (N - df + 0.5) / (df + 0.5)), which is this; N never below df
+                   ln((greatest(s.n, coalesce(d.df, 0)) + 1) / (coalesce(d.df, 0) + 0.5)) AS idf
+            FROM q LEFT JOIN (SELECT lexeme, sum(df) AS df FROM terms GROUP BY lexeme) d USING (lexeme), s
+        )"""
+
+
+def lexical_query(
+    scope: Scope, words: str, any_words: str, limit: int, candidates: int | None, match_cap: int
+) -> tuple[str, list[object]]:
+    """The lexical leg's statement and its values: chunks scored by BM25 over `words`, best first.
+
+    Each row also says how many of the query's lexemes the chunk holds (`matched`) and how many
+    there are (`wanted`). A default read takes its candidates from the postings of the rarest
+    query lexemes, while their document frequencies add up to at most `candidates` (None: every
+    posting of every lexeme), and scores each candidate on every lexeme; chunks whose postings
+    are not written yet (lexical_queue) are scored from their tsvector. History and as-of reads
+    read chunks the postings leave out: they score the first `match_cap` chunks matching any
+    word (`any_words`, websearch_to_tsquery text) from their tsvectors, with the same statistics.
     """
     params = Params()
-    query = params.bind(tsquery_text)
+    head = _statistics(scope, params, words)
     scoped = build_scope(scope, params, memory="m", chunk="c")
-    # Rank only the first N matches: ts_rank_cd's cost grows with matches, not with LIMIT.
-    sql = f"""
-        WITH q AS (SELECT websearch_to_tsquery('{TS_CONFIG}', {query}) AS query),
+    any_query = f"websearch_to_tsquery('{TS_CONFIG}', {params.bind(any_words)})"
+    if scope.indexed_only:
+        rare = ""
+        if candidates is not None:
+            rare = f"""JOIN (
+                SELECT lexeme FROM (
+                    SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS running,
+                           row_number() OVER (ORDER BY df, lexeme) AS r
+                    FROM w WHERE df > 0
+                ) x WHERE running <= {params.bind(candidates)} OR r = 1
+            ) rare USING (lexeme)"""
+        chunk_scores = f"""
+        candidates AS (
+            SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id
+        ),
+        posted AS (
+            SELECT p.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
+            FROM candidates c CROSS JOIN terms t
+            JOIN lexical_postings p ON p.term_id = t.id AND p.chunk_id = c.chunk_id
+            JOIN w ON w.lexeme = t.lexeme CROSS JOIN s
+            GROUP BY p.chunk_id
+        ),
+        queued AS (
+            SELECT DISTINCT c.id, c.tsv FROM lexical_queue lq JOIN chunks c ON c.id = lq.chunk_id
+            WHERE c.indexed AND {workspace_clause(scope.reach, params, "c.workspace_id")}
+              AND c.tsv @@ {any_query}
+              AND NOT EXISTS (SELECT 1 FROM lexical_posted lp WHERE lp.chunk_id = c.id)
+        ),
+        fresh AS (
+            SELECT c.id AS chunk_id, sum({_bm25("l.tf", "l.len")}) AS score, count(*) AS matched
+            FROM queued c CROSS JOIN LATERAL lexical_counts(c.tsv) l JOIN w USING (lexeme) CROSS JOIN s
+            GROUP BY c.id
+        ),
+        scored AS (SELECT * FROM posted UNION ALL SELECT * FROM fresh)"""
+        # Postings outlive a chunk's leaving the indexes until the poster runs: the predicate decides.
+        source = f"scored x JOIN chunks c ON c.id = x.chunk_id JOIN {scoped.source} ON m.id = c.memory_id"
+        where = scoped.where
+    else:
+        chunk_scores = f"""
         matches AS (
-            SELECT c.memory_id, c.id AS chunk_id, ts_rank_cd(c.tsv, q.query) AS score
-            FROM q, chunks c JOIN {scoped.source} ON m.id = c.memory_id
-            WHERE c.tsv @@ q.query AND {scoped.where}
+            SELECT c.id, c.memory_id, c.tsv FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
+            WHERE c.tsv @@ {any_query} AND {scoped.where}
             LIMIT {params.bind(match_cap)}
-        )
-        SELECT memory_id, chunk_id, score FROM matches
-        ORDER BY score DESC, chunk_id
+        ),
+        scored AS (
+            SELECT c.id AS chunk_id, c.memory_id, sum({_bm25("l.tf", "l.len")}) AS score, count(*) AS matched
+            FROM matches c CROSS JOIN LATERAL lexical_counts(c.tsv) l JOIN w USING (lexeme) CROSS JOIN s
+            GROUP BY c.id, c.memory_id
+        )"""
+        source, where = "scored x", "TRUE"  # the matches were scoped already
+    sql = f"""
+        WITH {head},
+        {chunk_scores}
+        SELECT {"c" if scope.indexed_only else "x"}.memory_id, x.chunk_id, x.score, x.matched,
+               (SELECT count(*) FROM q) AS wanted
+        FROM {source}
+        WHERE {where}
+        ORDER BY x.score DESC, x.chunk_id
         LIMIT {params.bind(limit * 4)}
     """
     return sql, params.values
@@ -123,24 +212,35 @@ class SearchEngine:
 
     # -- legs -------------------------------------------------------------------------------
 
-    async def _lexical_match(self, scope: Scope, tsquery_text: str, limit: int) -> list[LegHit]:
-        sql, values = lexical_query(scope, tsquery_text, limit, self.settings.lexical_match_cap)
+    async def _lexical_match(
+        self, scope: Scope, terms: list[str], limit: int, candidates: int | None
+    ) -> tuple[list[LegHit], bool]:
+        """The leg's best chunks and whether any holds every query lexeme (False: relaxed)."""
+        sql, values = lexical_query(
+            scope,
+            " ".join(relaxed_terms(terms)),
+            any_term_query(terms),
+            limit,
+            candidates,
+            self.settings.lexical_match_cap,
+        )
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(sql, *values)
-        return _best_per_memory(rows, limit)
+        complete = any(row["matched"] >= row["wanted"] for row in rows)
+        return _best_per_memory(rows, limit), complete
 
     async def lexical_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
         terms = literal_terms(text)
         if not terms:
             return LegResult()
         with tracer.start_as_current_span("mnemo.search.lexical"):
-            hits = await self._lexical_match(scope, all_terms_query(terms), limit)
-            if hits or relaxed_terms(terms) == terms[:1]:
-                return LegResult(hits)
-            # Nothing has every word: fall back to any word. Only the match clause changes;
-            # the predicate (workspace, visibility, filters) is the same builder's output.
-            with tracer.start_as_current_span("mnemo.search.lexical_relaxed"):
-                return LegResult(await self._lexical_match(scope, any_term_query(terms), limit), relaxed=True)
+            hits, complete = await self._lexical_match(scope, terms, limit, self.settings.lexical_candidates)
+            if len(hits) < limit and scope.filtered:
+                # The rarest words' postings held too few notes the filter keeps: widen to every
+                # posting of every word, so a selective filter does not come back short.
+                with tracer.start_as_current_span("mnemo.search.lexical_widened"):
+                    hits, complete = await self._lexical_match(scope, terms, limit, None)
+            return LegResult(hits, relaxed=bool(hits) and not complete)
 
     async def semantic_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
         with tracer.start_as_current_span("mnemo.search.semantic"):

@@ -294,6 +294,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         response.chunks_embedded = counts.embedded
         response.chunks_failed = counts.failed
         response.last_error = counts.last_error
+        response.lexical_pending = counts.lexical_pending
         if counts.oldest_pending is not None:
             response.oldest_pending_at.CopyFrom(timestamp(counts.oldest_pending))
         return response

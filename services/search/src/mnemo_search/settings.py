@@ -29,10 +29,17 @@ class SearchSettings:
         "Candidates each leg contributes to fusion (30 measured best on LoCoMo; see bench/README.md).",
         parse_positive_int,
     )
+    lexical_candidates: int = setting(
+        "MNEMO_LEXICAL_CANDIDATES",
+        1000,
+        "Lexical candidates: postings of the rarest query words while their document frequencies add up"
+        " to at most this (the rarest word always); see docs/lexical-bm25.md.",
+        parse_positive_int,
+    )
     lexical_match_cap: int = setting(
         "MNEMO_LEXICAL_MATCH_CAP",
         5000,
-        "Most full-text matches ranked per query (ranking cost grows with matches, not with the limit).",
+        "History and as-of searches: most full-text matches scored per query (cost grows with matches).",
         parse_positive_int,
     )
     rrf_k: float = setting(

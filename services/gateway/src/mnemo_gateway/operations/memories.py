@@ -212,6 +212,7 @@ class MemoryOperations(OperationsBase):
             "chunks_pending": response.chunks_pending,
             "chunks_embedded": response.chunks_embedded,
             "chunks_failed": response.chunks_failed,
+            "lexical_pending": response.lexical_pending,
             "oldest_pending_at": iso(response.oldest_pending_at),
             "last_error": response.last_error,
             "embedding_model": response.embedding_model,

@@ -158,7 +158,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self, workspace: _Optional[str] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("memories", "chunks_pending", "chunks_embedded", "chunks_failed", "embedding_model", "embedding_dimension", "embedder_ready", "embedder_state", "oldest_pending_at", "last_error", "workspace")
+    __slots__ = ("memories", "chunks_pending", "chunks_embedded", "chunks_failed", "embedding_model", "embedding_dimension", "embedder_ready", "embedder_state", "oldest_pending_at", "last_error", "workspace", "lexical_pending")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_PENDING_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_EMBEDDED_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +170,7 @@ class GetStatusResponse(_message.Message):
     OLDEST_PENDING_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_PENDING_FIELD_NUMBER: _ClassVar[int]
     memories: int
     chunks_pending: int
     chunks_embedded: int
@@ -181,7 +182,8 @@ class GetStatusResponse(_message.Message):
     oldest_pending_at: _timestamp_pb2.Timestamp
     last_error: str
     workspace: _common_pb2.Workspace
-    def __init__(self, memories: _Optional[int] = ..., chunks_pending: _Optional[int] = ..., chunks_embedded: _Optional[int] = ..., chunks_failed: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., embedder_ready: _Optional[bool] = ..., embedder_state: _Optional[str] = ..., oldest_pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ...) -> None: ...
+    lexical_pending: int
+    def __init__(self, memories: _Optional[int] = ..., chunks_pending: _Optional[int] = ..., chunks_embedded: _Optional[int] = ..., chunks_failed: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., embedder_ready: _Optional[bool] = ..., embedder_state: _Optional[str] = ..., oldest_pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., lexical_pending: _Optional[int] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
     __slots__ = ("workspace", "id")

@@ -1,0 +1,63 @@
+"""The lexical poster: brings the BM25 statistics (postings, document frequencies, sizes) in line
+with the chunks that changed, in the background.
+
+A write only queues its chunks (sql/0008_lexical_postings.sql); the lexical leg scores queued
+chunks from their own tsvector until they are posted, so nothing waits on the poster for
+correctness, only the statistics' freshness. Like the embedding workers it gives way to this
+process's writes (mnemo_ingest.activity): posting is PostgreSQL work a committing batch would
+otherwise share its cores with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import asyncpg
+import structlog
+
+from mnemo_ingest.activity import WriteActivity
+from mnemo_ingest.settings import IngestSettings
+
+log = structlog.get_logger("mnemo.ingest.posting")
+
+
+class LexicalPoster:
+    name = "lexical-poster"
+
+    def __init__(self, pool: asyncpg.Pool, settings: IngestSettings, activity: WriteActivity) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.activity = activity
+        self._task: asyncio.Task[None] | None = None
+        self.posted = 0
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="lexical-poster")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def post_once(self) -> int:
+        """Posts the oldest queued changes; returns how many queue rows were taken (0: none, or
+        another process's poster holds the lock)."""
+        taken: int = await self.pool.fetchval("SELECT lexical_post($1)", self.settings.lexical_post_batch)
+        self.posted += taken
+        return taken
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.activity.pause()
+                if await self.post_once():
+                    continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Nothing is lost: the queue rows stay until a pass succeeds.
+                log.exception("lexical_post_failed")
+            await asyncio.sleep(self.settings.lexical_post_idle_s)

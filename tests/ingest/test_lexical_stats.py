@@ -1,0 +1,118 @@
+"""The BM25 statistics (migration 0008) equal a recount from the indexed chunks once the lexical
+poster has caught up: writes, batches, new versions, corrections, deletion, restore and purge
+keep them, per workspace."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from mnemo.ingest.v1 import ingest_service_pb2 as ipb
+from tests.helpers import Clients, eventually
+
+# What the statistics must be, recounted from scratch from the chunks in the search indexes.
+_RECOUNT = """
+WITH counts AS (
+    SELECT c.id AS chunk_id, c.workspace_id, l.lexeme, l.tf, l.len
+    FROM chunks c, lexical_counts(c.tsv) l WHERE c.indexed
+)
+SELECT
+    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || lexeme, n), '{}')
+     FROM (SELECT workspace_id, lexeme, count(*) AS n FROM counts GROUP BY 1, 2) d) AS terms,
+    (SELECT count(*) FROM counts) AS postings,
+    (SELECT coalesce(sum(hashtext(chunk_id || ' ' || lexeme || ' ' || tf || ' ' || len)), 0) FROM counts) AS digest,
+    (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(n, total)), '{}')
+     FROM (SELECT workspace_id, count(*) AS n, sum(len) AS total
+           FROM (SELECT DISTINCT chunk_id, workspace_id, len FROM counts) x GROUP BY 1) s) AS sizes
+"""
+
+# The same figures read from the maintained tables (terms whose df fell to 0 are kept, unread).
+_MAINTAINED = """
+SELECT
+    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || lexeme, df), '{}')
+     FROM lexical_terms WHERE df > 0) AS terms,
+    (SELECT count(*) FROM lexical_postings) AS postings,
+    (SELECT coalesce(sum(hashtext(p.chunk_id || ' ' || t.lexeme || ' ' || p.tf || ' ' || p.len)), 0)
+     FROM lexical_postings p JOIN lexical_terms t ON t.id = p.term_id) AS digest,
+    (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(chunks, length)), '{}')
+     FROM lexical_sizes WHERE chunks > 0) AS sizes
+"""
+
+
+async def statistics(dsn: str) -> tuple[dict, dict]:
+    """The recount and the maintained figures, once the queue is empty (the stack's poster may
+    hold the lock: this posts too, and waits until nothing is queued)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+
+        async def drained() -> bool:
+            await conn.fetchval("SELECT lexical_post(100000)")
+            return not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lexical_queue)")
+
+        await eventually(drained)
+        recount, maintained = await conn.fetchrow(_RECOUNT), await conn.fetchrow(_MAINTAINED)
+    finally:
+        await conn.close()
+    return dict(recount), dict(maintained)
+
+
+async def df(dsn: str, workspace: str, word: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        found = await conn.fetchval(
+            "SELECT df FROM lexical_terms WHERE workspace_id = $1 AND lexeme = $2", workspace, word
+        )
+    finally:
+        await conn.close()
+    return found or 0
+
+
+async def test_the_statistics_follow_every_change_of_what_is_indexed(hash_clients: Clients) -> None:
+    dsn = hash_clients.stack.dsn
+    one, two = (await hash_clients.workspace()).id, (await hash_clients.workspace()).id
+    word = f"quokka{uuid.uuid4().hex[:6]}"
+    notes = {
+        name: await hash_clients.write(one, f"The {word} {name} note about the harbour ferry.", title=name)
+        for name in ("updated", "retracted", "superseded", "deleted", "purged", "kept")
+    }
+    batch = await hash_clients.ingest.WriteMemories(
+        ipb.WriteMemoriesRequest(
+            items=[
+                ipb.WriteMemoryRequest(workspace=ws, content=f"Batch note {i}: the {word} ferry runs late.")
+                for i, ws in enumerate([one, two, two])
+            ]
+        )
+    )
+    assert all(r.HasField("memory") for r in batch.results), batch
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    assert await df(dsn, one, word) == 7 and await df(dsn, two, word) == 2
+
+    await hash_clients.ingest.UpdateMemory(
+        ipb.UpdateMemoryRequest(workspace=one, id=notes["updated"].id, content="Rewritten without the word.")
+    )
+    await hash_clients.ingest.RetractMemory(
+        ipb.RetractMemoryRequest(workspace=one, id=notes["retracted"].id, reason="x")
+    )
+    await hash_clients.ingest.SupersedeMemory(
+        ipb.SupersedeMemoryRequest(
+            workspace=one,
+            id=notes["superseded"].id,
+            reason="newer",
+            successor=ipb.WriteMemoryRequest(content=f"The {word} successor, twice: {word}."),
+        )
+    )
+    await hash_clients.ingest.DeleteMemory(ipb.DeleteMemoryRequest(workspace=one, id=notes["deleted"].id, reason="x"))
+    await hash_clients.ingest.DeleteMemory(ipb.DeleteMemoryRequest(workspace=one, id=notes["purged"].id, reason="x"))
+    await hash_clients.ingest.PurgeMemory(ipb.PurgeMemoryRequest(workspace=one, id=notes["purged"].id, force=True))
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    # updated, retracted, superseded, deleted and purged left; the successor came in; the other
+    # workspace is untouched (the control).
+    assert await df(dsn, one, word) == 7 - 5 + 1 and await df(dsn, two, word) == 2
+
+    await hash_clients.ingest.RestoreMemory(ipb.RestoreMemoryRequest(workspace=one, id=notes["deleted"].id))
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    assert await df(dsn, one, word) == 4

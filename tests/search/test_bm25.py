@@ -1,0 +1,166 @@
+"""The lexical leg ranks by BM25 (docs/lexical-bm25.md): rare words weigh more, each workspace's
+statistics are its own, a note is found before the poster has written its postings, a chunk that
+left the indexes is not returned while its postings linger, and a selective filter does not
+come back short."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from mnemo.common.v1 import common_pb2
+from mnemo.ingest.v1 import ingest_service_pb2 as ipb
+from mnemo.search.v1 import search_service_pb2 as spb
+from mnemo_embed import HashEmbedder
+from tests.helpers import Clients, Postgres, eventually, ids, start_stack
+
+# The poster's transaction lock (sql/0008_lexical_postings.sql, lexical_post): a session holding
+# it keeps every poster out, so the test decides what is posted when.
+POSTER_LOCK = "SELECT pg_advisory_lock(hashtextextended('mnemo.lexical', 0))"
+POSTER_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('mnemo.lexical', 0))"
+
+
+def word() -> str:
+    return f"w{uuid.uuid4().hex[:8]}"
+
+
+async def posted(dsn: str) -> None:
+    """Waits until the stack's poster has emptied the lexical queue."""
+    conn = await asyncpg.connect(dsn)
+    try:
+
+        async def empty() -> bool:
+            return not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lexical_queue)")
+
+        await eventually(empty)
+    finally:
+        await conn.close()
+
+
+async def lexical(clients: Clients, workspace: str, query: str, **fields: object) -> list[str]:
+    return ids(await clients.find(workspace, query, mode="lexical", limit=50, **fields))
+
+
+async def test_a_rare_word_outweighs_common_ones(hash_clients: Clients) -> None:
+    ws = (await hash_clients.workspace()).id
+    common = [
+        (await hash_clients.write(ws, f"Note {i}: the deploy pipeline runs the deploy checks.")).id for i in range(20)
+    ]
+    rare = (await hash_clients.write(ws, "The deploy uses the kestrel signing key.")).id
+    await posted(hash_clients.stack.dsn)
+    # Twenty notes hold "deploy" and "pipeline" (twice "deploy"); one holds "kestrel". Counting
+    # words, the common notes match more of the query; by BM25 the rare word decides.
+    found = await lexical(hash_clients, ws, "deploy pipeline kestrel")
+    assert found[0] == rare, found
+    assert set(found[1:]) == set(common)
+    # Positive control: without the rare word, the pipeline notes come first and the kestrel note last.
+    control = await lexical(hash_clients, ws, "deploy pipeline")
+    assert set(control[:20]) == set(common) and control[20] == rare
+
+
+async def test_another_workspace_does_not_move_a_workspace_s_scores(hash_clients: Clients) -> None:
+    one, two = (await hash_clients.workspace()).id, (await hash_clients.workspace()).id
+    term = word()
+    note = await hash_clients.write(one, f"The {term} cache is warmed at start-up by the loader.")
+    await hash_clients.write(one, "The loader reads the manifest first.")
+    await posted(hash_clients.stack.dsn)
+
+    async def score() -> float:
+        hits = (await hash_clients.find(one, term, mode="lexical", limit=50, explain=True)).hits
+        [score] = [hit.explanation.lexical.score for hit in hits if hit.memory.id == note.id]
+        return score
+
+    before = await score()
+    for i in range(30):
+        await hash_clients.write(two, f"Another team's {term} note {i}.")
+    await posted(hash_clients.stack.dsn)
+    # The other workspace made the word common there; here it is as rare as before.
+    assert await score() == before
+    # Positive control: the same notes in this workspace make the word common here (its idf falls
+    # from ln(3 / 1.5) to ln(33 / 31.5)).
+    for i in range(30):
+        await hash_clients.write(one, f"Our own {term} note {i}.")
+    await posted(hash_clients.stack.dsn)
+    assert await score() < before
+
+
+async def test_a_note_is_found_before_its_postings_and_leaves_before_they_do(hash_clients: Clients) -> None:
+    dsn = hash_clients.stack.dsn
+    ws = (await hash_clients.workspace()).id
+    term = word()
+    lock = await asyncpg.connect(dsn)
+    try:
+        await lock.execute(POSTER_LOCK)
+        old = await hash_clients.write(ws, f"The {term} flag is read at start-up.")
+        # Not posted yet: scored from its own text.
+        assert (
+            await lock.fetchval(
+                "SELECT count(*) FROM lexical_queue q JOIN chunks c ON c.id = q.chunk_id WHERE c.workspace_id = $1", ws
+            )
+            == 1
+        )
+        assert await lexical(hash_clients, ws, term) == [old.id]
+        status = await hash_clients.search.GetStatus(spb.GetStatusRequest(workspace=ws))
+        assert status.lexical_pending == 1
+    finally:
+        await lock.execute(POSTER_UNLOCK)
+    await posted(dsn)
+    assert await lexical(hash_clients, ws, term) == [old.id]
+    await lock.execute(POSTER_LOCK)
+    try:
+        response = await hash_clients.ingest.SupersedeMemory(
+            ipb.SupersedeMemoryRequest(
+                workspace=ws,
+                id=old.id,
+                reason="renamed",
+                successor=ipb.WriteMemoryRequest(content=f"The {term} flag is read on every request."),
+            )
+        )
+        successor = response.successor.id
+        # The superseded note's postings are still there; the predicate keeps it out.
+        assert (
+            await lock.fetchval(
+                "SELECT count(*) FROM lexical_postings p JOIN lexical_posted d USING (chunk_id) "
+                "JOIN chunks c ON c.id = p.chunk_id WHERE c.memory_id = $1",
+                uuid.UUID(old.id),
+            )
+            > 0
+        )
+        assert await lexical(hash_clients, ws, term) == [successor]
+    finally:
+        await lock.execute(POSTER_UNLOCK)
+        await lock.close()
+    await posted(dsn)
+    assert await lexical(hash_clients, ws, term) == [successor]
+
+
+@pytest.fixture(scope="module")
+async def narrow_clients(postgres: Postgres) -> AsyncIterator[Clients]:
+    """A stack taking candidates from at most 10 postings, so a test corpus can outgrow it."""
+    stack = await start_stack(await postgres.create_database("bm25"), HashEmbedder(64), MNEMO_LEXICAL_CANDIDATES="10")
+    clients = Clients(stack)
+    try:
+        yield clients
+    finally:
+        await clients.close()
+        await stack.stop()
+
+
+async def test_a_selective_filter_does_not_come_back_short(narrow_clients: Clients) -> None:
+    ws = (await narrow_clients.workspace()).id
+    rare, common = word(), word()
+    rare_notes = {(await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")).id for i in range(5)}
+    plain = {(await narrow_clients.write(ws, f"A {common} note {i}.")).id for i in range(30)}
+    tagged = {(await narrow_clients.write(ws, f"A {common} note, kept {i}.", tags=["keep"])).id for i in range(12)}
+    await posted(narrow_clients.stack.dsn)
+    query = f"{rare} {common}"
+    # Unfiltered, the rare word's five postings are the candidates (within the cap of 10).
+    assert set(await lexical(narrow_clients, ws, query)) == rare_notes
+    # The tag keeps none of them: the leg widens to every posting and returns all twelve.
+    keep = common_pb2.MemoryFilter(tags=["keep"])
+    filtered = await narrow_clients.find(ws, query, mode="lexical", limit=10, filter=keep)
+    assert len(filtered.hits) == 10 and set(ids(filtered)) <= tagged
+    assert not set(ids(filtered)) & plain
