@@ -181,6 +181,19 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0
         await asyncio.sleep(interval)
 
 
+async def wait_posted(dsn: str) -> None:
+    """Waits until the stack's lexical poster has emptied its queue (the BM25 statistics are in line)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+
+        async def empty() -> bool:
+            return not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lexical_queue)")
+
+        await eventually(empty)
+    finally:
+        await conn.close()
+
+
 async def table_counts(dsn: str) -> dict[str, int]:
     """Rows per table: a bad request must leave every count unchanged."""
     conn = await asyncpg.connect(dsn)

@@ -17,7 +17,7 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
 from mnemo_server.stack import Stack
-from tests.helpers import Clients, Postgres, ids, start_stack
+from tests.helpers import Clients, Postgres, ids, start_stack, wait_posted
 
 MODES = ["hybrid", "lexical", "semantic"]
 
@@ -299,9 +299,11 @@ async def test_purge_leaves_no_content_in_any_table_but_keeps_the_tombstone(hash
     )
     await hash_clients.wait_embedded(memory.id, ws)
     keeper = await hash_clients.write(ws, "An unrelated note stays.")
-    # Positive control: the scan finds the content while it exists, in several tables.
+    await wait_posted(hash_clients.stack.dsn)
+    # Positive control: the scan finds the content while it exists, in several tables (the lexical
+    # statistics hold its words once posted).
     before = await _tables_holding(hash_clients.stack.dsn, secret)
-    assert {"memories", "memory_versions", "chunks"} <= set(before)
+    assert {"memories", "memory_versions", "chunks", "lexical_terms"} <= set(before)
 
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await hash_clients.ingest.PurgeMemory(ipb.PurgeMemoryRequest(workspace=ws, id=memory.id, reason=secret))

@@ -9,7 +9,7 @@ import uuid
 import asyncpg
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
-from tests.helpers import Clients, eventually
+from tests.helpers import Clients, wait_posted
 
 # What the statistics must be, recounted from scratch from the chunks in the search indexes.
 _RECOUNT = """
@@ -27,11 +27,11 @@ SELECT
            FROM (SELECT DISTINCT chunk_id, workspace_id, len FROM counts) x GROUP BY 1) s) AS sizes
 """
 
-# The same figures read from the maintained tables (terms whose df fell to 0 are kept, unread).
+# The same figures read from the maintained tables (a term whose df fell to 0 must be gone).
 _MAINTAINED = """
 SELECT
     (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || lexeme, df), '{}')
-     FROM lexical_terms WHERE df > 0) AS terms,
+     FROM lexical_terms) AS terms,
     (SELECT count(*) FROM lexical_postings) AS postings,
     (SELECT coalesce(sum(hashtext(p.chunk_id || ' ' || t.lexeme || ' ' || p.tf || ' ' || p.len)), 0)
      FROM lexical_postings p JOIN lexical_terms t ON t.id = p.term_id) AS digest,
@@ -41,16 +41,10 @@ SELECT
 
 
 async def statistics(dsn: str) -> tuple[dict, dict]:
-    """The recount and the maintained figures, once the queue is empty (the stack's poster may
-    hold the lock: this posts too, and waits until nothing is queued)."""
+    """The recount and the maintained figures, once the stack's poster has emptied the queue."""
+    await wait_posted(dsn)
     conn = await asyncpg.connect(dsn)
     try:
-
-        async def drained() -> bool:
-            await conn.fetchval("SELECT lexical_post(100000)")
-            return not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lexical_queue)")
-
-        await eventually(drained)
         recount, maintained = await conn.fetchrow(_RECOUNT), await conn.fetchrow(_MAINTAINED)
     finally:
         await conn.close()

@@ -15,7 +15,7 @@ from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
-from tests.helpers import Clients, Postgres, eventually, ids, start_stack
+from tests.helpers import Clients, Postgres, ids, start_stack, wait_posted
 
 # The poster's transaction lock (sql/0008_lexical_postings.sql, lexical_post): a session holding
 # it keeps every poster out, so the test decides what is posted when.
@@ -25,19 +25,6 @@ POSTER_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('mnemo.lexical', 0))
 
 def word() -> str:
     return f"w{uuid.uuid4().hex[:8]}"
-
-
-async def posted(dsn: str) -> None:
-    """Waits until the stack's poster has emptied the lexical queue."""
-    conn = await asyncpg.connect(dsn)
-    try:
-
-        async def empty() -> bool:
-            return not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lexical_queue)")
-
-        await eventually(empty)
-    finally:
-        await conn.close()
 
 
 async def lexical(clients: Clients, workspace: str, query: str, **fields: object) -> list[str]:
@@ -50,7 +37,7 @@ async def test_a_rare_word_outweighs_common_ones(hash_clients: Clients) -> None:
         (await hash_clients.write(ws, f"Note {i}: the deploy pipeline runs the deploy checks.")).id for i in range(20)
     ]
     rare = (await hash_clients.write(ws, "The deploy uses the kestrel signing key.")).id
-    await posted(hash_clients.stack.dsn)
+    await wait_posted(hash_clients.stack.dsn)
     # Twenty notes hold "deploy" and "pipeline" (twice "deploy"); one holds "kestrel". Counting
     # words, the common notes match more of the query; by BM25 the rare word decides.
     found = await lexical(hash_clients, ws, "deploy pipeline kestrel")
@@ -66,7 +53,7 @@ async def test_another_workspace_does_not_move_a_workspace_s_scores(hash_clients
     term = word()
     note = await hash_clients.write(one, f"The {term} cache is warmed at start-up by the loader.")
     await hash_clients.write(one, "The loader reads the manifest first.")
-    await posted(hash_clients.stack.dsn)
+    await wait_posted(hash_clients.stack.dsn)
 
     async def score() -> float:
         hits = (await hash_clients.find(one, term, mode="lexical", limit=50, explain=True)).hits
@@ -76,14 +63,14 @@ async def test_another_workspace_does_not_move_a_workspace_s_scores(hash_clients
     before = await score()
     for i in range(30):
         await hash_clients.write(two, f"Another team's {term} note {i}.")
-    await posted(hash_clients.stack.dsn)
+    await wait_posted(hash_clients.stack.dsn)
     # The other workspace made the word common there; here it is as rare as before.
     assert await score() == before
     # Positive control: the same notes in this workspace make the word common here (its idf falls
     # from ln(3 / 1.5) to ln(33 / 31.5)).
     for i in range(30):
         await hash_clients.write(one, f"Our own {term} note {i}.")
-    await posted(hash_clients.stack.dsn)
+    await wait_posted(hash_clients.stack.dsn)
     assert await score() < before
 
 
@@ -107,7 +94,7 @@ async def test_a_note_is_found_before_its_postings_and_leaves_before_they_do(has
         assert status.lexical_pending == 1
     finally:
         await lock.execute(POSTER_UNLOCK)
-    await posted(dsn)
+    await wait_posted(dsn)
     assert await lexical(hash_clients, ws, term) == [old.id]
     await lock.execute(POSTER_LOCK)
     try:
@@ -133,7 +120,7 @@ async def test_a_note_is_found_before_its_postings_and_leaves_before_they_do(has
     finally:
         await lock.execute(POSTER_UNLOCK)
         await lock.close()
-    await posted(dsn)
+    await wait_posted(dsn)
     assert await lexical(hash_clients, ws, term) == [successor]
 
 
@@ -155,7 +142,7 @@ async def test_a_selective_filter_does_not_come_back_short(narrow_clients: Clien
     rare_notes = {(await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")).id for i in range(5)}
     plain = {(await narrow_clients.write(ws, f"A {common} note {i}.")).id for i in range(30)}
     tagged = {(await narrow_clients.write(ws, f"A {common} note, kept {i}.", tags=["keep"])).id for i in range(12)}
-    await posted(narrow_clients.stack.dsn)
+    await wait_posted(narrow_clients.stack.dsn)
     query = f"{rare} {common}"
     # Unfiltered, the rare word's five postings are the candidates (within the cap of 10).
     assert set(await lexical(narrow_clients, ws, query)) == rare_notes

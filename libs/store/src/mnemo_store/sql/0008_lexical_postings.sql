@@ -5,7 +5,8 @@
 -- deleted memory leaves the statistics as it leaves the indexes.
 --
 -- A write only queues: triggers on `chunks` add a row to `lexical_queue` for every chunk that is
--- inserted indexed, changes its flag or is deleted indexed. Keeping the statistics in the writing
+-- inserted indexed or changes its flag. (Deleting a chunk is erasing it, a purge: its words
+-- leave the statistics in the deleting transaction, so none of them outlives the purge.) Keeping the statistics in the writing
 -- transaction halved the batch write rate (docs/lexical-bm25.md, "Upkeep"); instead the ingest
 -- service's poster (lexical_post, below) brings them in line when writes pause, and the lexical
 -- leg scores queued chunks from their tsvector, so a note is found lexically the moment its
@@ -81,10 +82,55 @@ BEGIN
 END
 $$;
 
+-- Takes chunks out of the statistics (those in them; any others are ignored). A lexeme whose
+-- last chunk left is forgotten: the statistics hold no word that no indexed chunk holds.
+-- Callers hold the poster's lock (lexical_lock).
+CREATE FUNCTION lexical_leave(ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    emptied integer[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM lexical_posted WHERE chunk_id = ANY(ids) RETURNING chunk_id, workspace_id, len
+    ),
+    sized AS (
+        UPDATE lexical_sizes s SET chunks = s.chunks - g.n, length = s.length - g.total
+        FROM (SELECT workspace_id, count(*) AS n, sum(len) AS total FROM gone GROUP BY 1) AS g
+        WHERE s.workspace_id = g.workspace_id
+    ),
+    unposted AS (
+        DELETE FROM lexical_postings WHERE chunk_id IN (SELECT chunk_id FROM gone) RETURNING term_id
+    ),
+    counted AS (
+        UPDATE lexical_terms t SET df = t.df - u.n
+        FROM (SELECT term_id, count(*) AS n FROM unposted GROUP BY 1) AS u
+        WHERE t.id = u.term_id
+        RETURNING t.id, t.df
+    )
+    SELECT array_agg(id) INTO emptied FROM counted WHERE df = 0;
+    DELETE FROM lexical_terms WHERE id = ANY(emptied);
+END
+$$;
+
+-- One transaction at a time changes the statistics: the poster, or a purge.
+CREATE FUNCTION lexical_lock(wait boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF wait THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('mnemo.lexical', 0));
+        RETURN true;
+    END IF;
+    RETURN pg_try_advisory_xact_lock(hashtextextended('mnemo.lexical', 0));
+END
+$$;
+
+-- A purge waits for a poster's pass (a short transaction that waits for nobody, so this cannot
+-- deadlock), then takes the chunks' words out.
 CREATE FUNCTION lexical_chunks_deleted() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO lexical_queue (chunk_id) SELECT id FROM old_rows WHERE indexed;
+    PERFORM lexical_lock(true);
+    PERFORM lexical_leave(array_agg(id)) FROM old_rows;
     RETURN NULL;
 END
 $$;
@@ -99,7 +145,7 @@ CREATE TRIGGER chunks_lexical_delete AFTER DELETE ON chunks
 -- Brings the statistics in line for the oldest `batch` queue rows; returns how many rows it took
 -- (0: nothing queued, or another poster is at work). Each queued chunk leaves the statistics if it
 -- is in them and enters them again if it is indexed now: the same answer however many times a
--- chunk was queued. One poster at a time (a transaction lock), so no two change a term's df at
+-- chunk was queued. One poster at a time (lexical_lock), so no two change a term's df at
 -- once; writers never touch these tables beyond the queue, so a poster never waits for a write.
 -- Each statement reads the chunks as committed when it starts: a change committed later is in
 -- the queue under a row this pass did not read.
@@ -109,7 +155,7 @@ DECLARE
     taken bigint[];
     ids bigint[];
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(hashtextextended('mnemo.lexical', 0)) THEN
+    IF NOT lexical_lock(false) THEN
         RETURN 0;
     END IF;
     SELECT array_agg(seq), array_agg(DISTINCT chunk_id) INTO taken, ids
@@ -118,21 +164,7 @@ BEGIN
         RETURN 0;
     END IF;
 
-    WITH gone AS (
-        DELETE FROM lexical_posted WHERE chunk_id = ANY(ids) RETURNING chunk_id, workspace_id, len
-    ),
-    sized AS (
-        UPDATE lexical_sizes s SET chunks = s.chunks - g.n, length = s.length - g.total
-        FROM (SELECT workspace_id, count(*) AS n, sum(len) AS total FROM gone GROUP BY 1) AS g
-        WHERE s.workspace_id = g.workspace_id
-    ),
-    unposted AS (
-        DELETE FROM lexical_postings WHERE chunk_id IN (SELECT chunk_id FROM gone) RETURNING term_id
-    )
-    UPDATE lexical_terms t SET df = t.df - u.n
-    FROM (SELECT term_id, count(*) AS n FROM unposted GROUP BY 1) AS u
-    WHERE t.id = u.term_id;
-
+    PERFORM lexical_leave(ids);
     WITH counts AS (
         SELECT c.id AS chunk_id, c.workspace_id, l.lexeme, l.tf, l.len
         FROM chunks c, lexical_counts(c.tsv) l
