@@ -17,6 +17,7 @@ from mnemo_store import (
     GLOBAL_WORKSPACE,
     Params,
     Reach,
+    WorkspaceCache,
     WorkspaceRow,
     add_workspace,
     caller_reach,
@@ -127,3 +128,54 @@ async def test_the_clause_keeps_rows_inside_the_reach(world: World) -> None:
     assert {world.mine.id, world.theirs.id, GLOBAL_WORKSPACE} <= await ids(EVERYWHERE)
     with pytest.raises(ValueError, match="at least one workspace"):
         workspace_clause(Reach(()), Params(), "id")
+
+
+class Clock:
+    """A monotonic clock the test moves by hand: expiry is checked without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_cached_workspace_is_still_checked_against_each_caller(world: World) -> None:
+    cache = WorkspaceCache(5.0, clock=Clock())
+    with acting("admin", ALL_WORKSPACES):
+        assert (await resolve_for_read(world.pool, "/srv/theirs", cache)).id == world.theirs.id
+    # The admin's lookup is in the cache, and a token bound elsewhere is refused all the same...
+    with acting("agent", world.mine.id), pytest.raises(PermissionDenied, match="may not touch workspace"):
+        await resolve_for_read(world.pool, "/srv/theirs", cache)
+    # ...while the token that reaches it gets it (positive control).
+    with acting("agent", world.theirs.id):
+        assert (await resolve_for_read(world.pool, "/srv/theirs", cache)).id == world.theirs.id
+
+
+async def test_the_workspace_cache_keeps_no_miss_and_forgets_after_its_ttl(world: World) -> None:
+    clock = Clock()
+    cache = WorkspaceCache(5.0, clock=clock)
+    with acting("admin", ALL_WORKSPACES):
+        with pytest.raises(NotFound, match="not registered"):
+            await resolve_for_read(world.pool, "cache-newcomer", cache)
+        async with world.pool.acquire() as conn:
+            newcomer, _ = await add_workspace(conn, name="cache-newcomer")
+        # A miss is not kept: a workspace registered a moment later is found at once.
+        assert await resolve_for_read(world.pool, "cache-newcomer", cache) == newcomer
+        # A path is the one reference whose meaning a registration changes: until the entry
+        # expires it still names the enclosing workspace (which the caller was checked for)...
+        assert (await resolve_for_read(world.pool, "/srv/mine/nested/src", cache)).id == world.mine.id
+        async with world.pool.acquire() as conn:
+            nested, _ = await add_workspace(conn, "/srv/mine/nested")
+        clock.now += 4.9
+        assert (await resolve_for_read(world.pool, "/srv/mine/nested/src", cache)).id == world.mine.id
+        # ...and once it has, the deeper root wins, as it does uncached.
+        clock.now += 0.2
+        assert (await resolve_for_read(world.pool, "/srv/mine/nested/src", cache)).id == nested.id
+        assert (await resolve_for_read(world.pool, "/srv/mine/nested/src")).id == nested.id
+        # With no TTL nothing is kept: the same change shows at once.
+        off = WorkspaceCache(0.0, clock=clock)
+        assert (await resolve_for_read(world.pool, "/srv/theirs/deeper", off)).id == world.theirs.id
+        async with world.pool.acquire() as conn:
+            deeper, _ = await add_workspace(conn, "/srv/theirs/deeper")
+        assert (await resolve_for_read(world.pool, "/srv/theirs/deeper", off)).id == deeper.id

@@ -46,6 +46,7 @@ from mnemo_store.tokens import (
 )
 from mnemo_store.workspaces import (
     GLOBAL_WORKSPACE,
+    WorkspaceCache,
     WorkspaceRow,
     add_workspace,
     find_workspace,
@@ -73,6 +74,7 @@ __all__ = [
     "Scope",
     "Scoped",
     "TokenRow",
+    "WorkspaceCache",
     "WorkspaceRow",
     "add_workspace",
     "admin_token_exists",

@@ -24,7 +24,7 @@ import asyncpg
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import CallContext, NotFound, PermissionDenied, current_call
 from mnemo_store.params import Params
-from mnemo_store.workspaces import GLOBAL_WORKSPACE, WorkspaceRow, find_workspace
+from mnemo_store.workspaces import GLOBAL_WORKSPACE, WorkspaceCache, WorkspaceRow, find_workspace
 
 Conn: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
@@ -112,9 +112,9 @@ def not_registered(ref: str) -> NotFound:
     )
 
 
-async def _resolve(conn: Conn, ref: str, *, write: bool) -> WorkspaceRow:
+async def _resolve(conn: Conn, ref: str, *, write: bool, cache: WorkspaceCache | None = None) -> WorkspaceRow:
     ref = (ref or "").strip()
-    row = await find_workspace(conn, ref)
+    row = await (find_workspace(conn, ref) if cache is None else cache.find(conn, ref))
     if row is None:
         if not current_call().all_workspaces:
             raise outside_workspaces(ref)
@@ -123,9 +123,12 @@ async def _resolve(conn: Conn, ref: str, *, write: bool) -> WorkspaceRow:
     return row
 
 
-async def resolve_for_read(conn: Conn, ref: str) -> WorkspaceRow:
-    """The workspace `ref` names (an id, a name or a path under its root), if the caller may read it."""
-    return await _resolve(conn, ref, write=False)
+async def resolve_for_read(conn: Conn, ref: str, cache: WorkspaceCache | None = None) -> WorkspaceRow:
+    """The workspace `ref` names (an id, a name or a path under its root), if the caller may read it.
+
+    With `cache`, what `ref` names may come from it; whether the caller may read it is decided
+    on every call."""
+    return await _resolve(conn, ref, write=False, cache=cache)
 
 
 async def resolve_for_write(conn: Conn, ref: str) -> WorkspaceRow:

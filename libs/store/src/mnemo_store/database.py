@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import asyncpg
 import structlog
@@ -51,13 +52,20 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """A released connection keeps its session: asyncpg has already rolled back any open
-    transaction, and no pooled connection holds session state (settings are SET LOCAL, locks are
-    transaction locks, LISTEN and session locks use connections of their own). The default reset
-    (UNLISTEN, RESET ALL, unlock all, CLOSE ALL) would cost a round trip per acquire."""
+    transaction, and no pooled connection changes its session state (settings are SET LOCAL or
+    given once at connection start, locks are transaction locks, LISTEN and session locks use
+    connections of their own). The default reset (UNLISTEN, RESET ALL, unlock all, CLOSE ALL)
+    would cost a round trip per acquire, and RESET ALL would drop the start-up settings."""
 
 
-async def open_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    """Opens the pool; a database that cannot be reached is UNAVAILABLE with the reason."""
+async def open_pool(
+    dsn: str, min_size: int = 1, max_size: int = 10, session: Mapping[str, str] | None = None
+) -> asyncpg.Pool:
+    """Opens the pool; a database that cannot be reached is UNAVAILABLE with the reason.
+
+    `session` holds settings every connection starts with (sent in the start-up packet, so they
+    cost no statement), for a service whose every query wants them.
+    """
     instrument_asyncpg()
     try:
         pool = await asyncpg.create_pool(
@@ -67,7 +75,7 @@ async def open_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.
             init=_init_connection,
             reset=_keep_session,
             command_timeout=60,
-            server_settings={"application_name": "mnemo"},
+            server_settings={"application_name": "mnemo", **(session or {})},
         )
     except (OSError, asyncpg.PostgresError) as exc:
         raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import asyncpg
 import structlog
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
@@ -69,6 +71,7 @@ async def prepare_database(
     embed_model: str | None = None,
     embed_dimension: int | None = None,
     migrate: bool = False,
+    session: Mapping[str, str] | None = None,
 ) -> asyncpg.Pool:
     """Opens the service's pool on a database at this version's schema, in the right embedding space.
 
@@ -76,6 +79,7 @@ async def prepare_database(
     embedding space, because it is the one that writes. Search and harvest only check, waiting up
     to `database.wait_s` for ingest to have done so, so no reader ever changes the schema under a writer.
     A service that passes no model (harvest) never touches vectors and skips that check.
+    `session` is the settings every pooled connection starts with (see `open_pool`).
     """
     try:
         conn = await _connect(dsn, database.wait_s)
@@ -91,4 +95,4 @@ async def prepare_database(
             await _wait_for_schema(conn, embed_model, embed_dimension, database.wait_s)
     finally:
         await conn.close()
-    return await open_pool(dsn, database.pool_min, database.pool_max)
+    return await open_pool(dsn, database.pool_min, database.pool_max, session)

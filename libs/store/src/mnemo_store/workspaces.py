@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -82,6 +85,42 @@ async def find_workspace(conn: asyncpg.Connection | asyncpg.Pool, ref: str) -> W
             ref,
         )
     return None if record is None else _row(record)
+
+
+class WorkspaceCache:
+    """What `find_workspace` found for a reference, kept for `ttl_s` seconds; never what it did not find.
+
+    It caches what a reference names, never who may use it: the access check runs on every call
+    (mnemo_store.access), so a hit cannot let a token reach a workspace it could not reach anyway.
+    Mnemo never renames or deletes a workspace, so an id or a name always names the same row. A
+    reference's meaning changes only when a workspace is registered: a new name or id is found at
+    once (a miss is not kept), while a path under a newly registered root keeps resolving to the
+    enclosing workspace for up to `ttl_s`; a read then sees that enclosing workspace (its own and
+    `global` rows: every statement carries the resolved id), which the caller was checked for.
+    """
+
+    def __init__(self, ttl_s: float, max_entries: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self.clock = clock
+        self._entries: OrderedDict[str, tuple[float, WorkspaceRow]] = OrderedDict()
+
+    async def find(self, conn: asyncpg.Connection | asyncpg.Pool, ref: str) -> WorkspaceRow | None:
+        """`find_workspace(conn, ref)`, from the cache while its answer is fresh."""
+        now = self.clock()
+        entry = self._entries.get(ref)
+        if entry is not None and entry[0] > now:
+            self._entries.move_to_end(ref)
+            return entry[1]
+        row = await find_workspace(conn, ref)
+        if row is None or self.ttl_s <= 0:
+            self._entries.pop(ref, None)
+            return row
+        self._entries[ref] = (now + self.ttl_s, row)
+        self._entries.move_to_end(ref)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+        return row
 
 
 async def list_workspaces(conn: asyncpg.Connection | asyncpg.Pool, where: str, values: list[Any]) -> list[WorkspaceRow]:

@@ -8,6 +8,7 @@ from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_platform import GrpcApp, Registration
+from mnemo_search.engine import session_settings
 from mnemo_search.servicer import SearchServicer
 from mnemo_search.settings import SearchSettings
 from mnemo_store import prepare_database
@@ -42,7 +43,13 @@ class SearchApp(GrpcApp):
         self.pool: asyncpg.Pool | None = None
 
     async def open(self) -> list[Registration]:
-        self.pool = await prepare_database(self.dsn, self.database, self.embedder.model, self.embedder.dimension)
+        self.pool = await prepare_database(
+            self.dsn,
+            self.database,
+            self.embedder.model,
+            self.embedder.dimension,
+            session=session_settings(self.settings),
+        )
         servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust)
         return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]
 

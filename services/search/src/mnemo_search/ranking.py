@@ -1,10 +1,8 @@
-"""Fusion and decay: reciprocal-rank fusion of the legs, then a recency factor."""
+"""Fusion: reciprocal-rank fusion of the legs (recency and trust then apply in `engine.ranked_query`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Mapping, Sequence
-from datetime import datetime
 from typing import TypeVar
 
 Item = TypeVar("Item", bound=Hashable)
@@ -18,9 +16,3 @@ def fuse_rankings(rankings: Mapping[str, Sequence[Item]], weights: Mapping[str, 
         for rank, item in enumerate(items, start=1):
             fused[item] = fused.get(item, 0.0) + weight / (k + rank)
     return fused
-
-
-def recency_factor(updated_at: datetime, now: datetime, half_life_days: float, weight: float) -> float:
-    """1 for a memory updated now, falling towards 1 - weight as it ages (halving every half-life)."""
-    age_days = max(0.0, (now - updated_at).total_seconds() / 86400.0)
-    return (1.0 - weight) + weight * math.pow(0.5, age_days / half_life_days)

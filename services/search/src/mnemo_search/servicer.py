@@ -39,6 +39,7 @@ from mnemo_store import (
     Params,
     Reach,
     Scope,
+    WorkspaceCache,
     WorkspaceRow,
     authenticate,
     caller_reach,
@@ -80,6 +81,9 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         self.settings = settings
         self.trust = trust or TrustSettings()
         self.engine = SearchEngine(pool, embedder, settings, self.trust)
+        # Reads resolve their workspace through it (see WorkspaceCache for why a hit is safe);
+        # ResolveWorkspace does not, because harvest writes where it answers.
+        self.workspaces = WorkspaceCache(settings.workspace_cache_s)
 
     def _limit(self, value: int, field: str) -> int:
         return limit(value, field, self.settings.default_limit, self.settings.max_limit)
@@ -101,7 +105,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                 degraded=outcome.degraded, lexical_relaxed=outcome.relaxed, scope=EVERY_WORKSPACE
             )
         else:
-            ws = await resolve_for_read(self.pool, request.workspace)
+            ws = await resolve_for_read(self.pool, request.workspace, self.workspaces)
             outcome = await self.engine.search(in_workspace(scope, ws), text, mode, limit)
             response = pb.SearchResponse(
                 degraded=outcome.degraded,
@@ -129,7 +133,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
     async def GetMemory(self, request: pb.GetMemoryRequest, context: Any) -> pb.GetMemoryResponse:
         memory_id = parse_memory_id(request.id)
         scope = read_scope(request)
-        ws = await resolve_for_read(self.pool, request.workspace)
+        ws = await resolve_for_read(self.pool, request.workspace, self.workspaces)
         row = await reads.read_memory(self.pool, in_workspace(scope, ws), memory_id, with_content=True)
         if row is None:
             raise await self._not_found(ws, memory_id, scope)
@@ -164,7 +168,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         size = self._limit(request.page_size, "page_size")
         scope = read_scope(request)
         cursor = memory_cursor(request.page_token)
-        ws = await resolve_for_read(self.pool, request.workspace)
+        ws = await resolve_for_read(self.pool, request.workspace, self.workspaces)
         rows = await reads.list_memories(self.pool, in_workspace(scope, ws), size + 1, cursor)
         page, more = rows[:size], len(rows) > size
         token = memory_token(page[-1]["updated_at"], str(page[-1]["id"])) if more else ""

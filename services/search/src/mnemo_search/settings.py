@@ -12,6 +12,8 @@ from mnemo_platform.settings import (
     setting,
 )
 
+HNSW_EF_SEARCH_MAX = 1000
+
 
 @dataclass(frozen=True)
 class SearchSettings:
@@ -67,7 +69,10 @@ class SearchSettings:
         parse_non_negative_float,
     )
     hnsw_ef_search: int = setting(
-        "MNEMO_HNSW_EF_SEARCH", 200, "pgvector `hnsw.ef_search` for the semantic leg.", parse_positive_int
+        "MNEMO_HNSW_EF_SEARCH",
+        200,
+        "pgvector `hnsw.ef_search` for the semantic leg (1 to 1000), set once per pooled connection.",
+        parse_positive_int,
     )
     query_timeout_s: float = setting(
         "MNEMO_SEARCH_LEG_TIMEOUT_S",
@@ -76,8 +81,21 @@ class SearchSettings:
         parse_positive_float,
     )
 
+    workspace_cache_s: float = setting(
+        "MNEMO_WORKSPACE_CACHE_S",
+        5.0,
+        "Seconds a search process reuses a workspace reference it resolved (0: look it up on every read).",
+        parse_non_negative_float,
+    )
+
     def validate(self) -> None:
         if self.default_limit > self.max_limit:
             raise SettingsError("invalid configuration: MNEMO_SEARCH_DEFAULT_LIMIT exceeds MNEMO_SEARCH_MAX_LIMIT")
         if self.recency_weight > 1:
             raise SettingsError("invalid configuration: MNEMO_RECENCY_WEIGHT must be between 0 and 1")
+        if self.hnsw_ef_search > HNSW_EF_SEARCH_MAX:
+            # Given at connection start, an out-of-range value would not fail: pgvector would warn
+            # and quietly scan with its default of 40.
+            raise SettingsError(
+                f"invalid configuration: MNEMO_HNSW_EF_SEARCH must be at most {HNSW_EF_SEARCH_MAX} (pgvector's limit)"
+            )
