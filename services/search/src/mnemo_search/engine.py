@@ -110,7 +110,7 @@ def lexical_query(
     """The lexical leg's statement and its values: chunks scored by BM25 over `words`, best first.
 
     Each row also says how many of the query's lexemes the chunk holds (`matched`) and how many
-    there are (`wanted`). A default read takes its candidates from the postings of the rarest
+    there are (`wanted`); when nothing matches, one row with no chunk says `wanted`. A default read takes its candidates from the postings of the rarest
     query lexemes, while their document frequencies add up to at most `candidates` (None: every
     posting of every lexeme), and scores each candidate on every lexeme; chunks whose postings
     are not written yet (lexical_queue) are scored from their tsvector. History and as-of reads
@@ -170,15 +170,18 @@ def lexical_query(
             GROUP BY c.id, c.memory_id
         )"""
         source, where = "scored x", "TRUE"  # the matches were scoped already
+    # One row at least, so `wanted` comes back when nothing matched (memory_id NULL then).
     sql = f"""
         WITH {head},
         {chunk_scores}
-        SELECT {"c" if scope.indexed_only else "x"}.memory_id, x.chunk_id, x.score, x.matched,
-               (SELECT count(*) FROM q) AS wanted
-        FROM {source}
-        WHERE {where}
-        ORDER BY x.score DESC, x.chunk_id
-        LIMIT {params.bind(limit * 4)}
+        SELECT r.*, n.wanted FROM (SELECT count(*) AS wanted FROM q) n
+        LEFT JOIN LATERAL (
+            SELECT {"c" if scope.indexed_only else "x"}.memory_id, x.chunk_id, x.score, x.matched
+            FROM {source}
+            WHERE {where}
+            ORDER BY x.score DESC, x.chunk_id
+            LIMIT {params.bind(limit * 4)}
+        ) r ON true
     """
     return sql, params.values
 
@@ -292,7 +295,8 @@ class SearchEngine:
     async def _lexical_match(
         self, scope: Scope, terms: list[str], limit: int, candidates: int | None
     ) -> tuple[list[LegHit], bool]:
-        """The leg's best chunks and whether any holds every query lexeme (False: relaxed)."""
+        """The leg's best chunks, and whether it relaxed: the query has words and no chunk found
+        holds every one of them."""
         sql, values = lexical_query(
             scope,
             " ".join(relaxed_terms(terms)),
@@ -303,21 +307,22 @@ class SearchEngine:
         )
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(sql, *values)
-        complete = any(row["matched"] >= row["wanted"] for row in rows)
-        return _best_per_memory(rows, limit), complete
+        found = [row for row in rows if row["memory_id"] is not None]
+        relaxed = rows[0]["wanted"] > 0 and not any(row["matched"] >= row["wanted"] for row in found)
+        return _best_per_memory(found, limit), relaxed
 
     async def lexical_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
         terms = literal_terms(text)
         if not terms:
             return LegResult()
         with tracer.start_as_current_span("mnemo.search.lexical"):
-            hits, complete = await self._lexical_match(scope, terms, limit, self.settings.lexical_candidates)
+            hits, relaxed = await self._lexical_match(scope, terms, limit, self.settings.lexical_candidates)
             if len(hits) < limit and scope.filtered:
                 # The rarest words' postings held too few notes the filter keeps: widen to every
                 # posting of every word, so a selective filter does not come back short.
                 with tracer.start_as_current_span("mnemo.search.lexical_widened"):
-                    hits, complete = await self._lexical_match(scope, terms, limit, None)
-            return LegResult(hits, relaxed=bool(hits) and not complete)
+                    hits, relaxed = await self._lexical_match(scope, terms, limit, None)
+            return LegResult(hits, relaxed=relaxed)
 
     async def semantic_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
         with tracer.start_as_current_span("mnemo.search.semantic"):
