@@ -110,10 +110,12 @@ def lexical_query(
     """The lexical leg's statement and its values: chunks scored by BM25 over `words`, best first.
 
     Each row also says how many of the query's lexemes the chunk holds (`matched`) and how many
-    there are (`wanted`); when nothing matches, one row with no chunk says `wanted`. A default read takes its candidates from the postings of the rarest
-    query lexemes, while their document frequencies add up to at most `candidates` (None: every
-    posting of every lexeme), and scores each candidate on every lexeme; chunks whose postings
-    are not written yet (lexical_queue) are scored from their tsvector. History and as-of reads
+    there are (`wanted`); when nothing matches, one row with no chunk says `wanted`.
+
+    A default read takes its candidates from the postings of the rarest query lexemes, while
+    their document frequencies add up to at most `candidates` (None: every posting of every
+    lexeme), and scores each candidate on every lexeme; chunks whose postings are not written
+    yet (lexical_queue) are scored from their tsvector. History and as-of reads
     read chunks the postings leave out: they score the first `match_cap` chunks matching any
     word (`any_words`, websearch_to_tsquery text) from their tsvectors, with the same statistics.
     """
