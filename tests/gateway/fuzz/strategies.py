@@ -360,10 +360,21 @@ def short(value: Any, limit: int = 300) -> str:
 # still hold still, their newest xmin need not. The embedding workers never write `chunks`, so a call
 # that updates chunks in place (a correction moving them out of the search indexes) must say so.
 BUSY_TABLES = frozenset({"tokens"})
-# Not compared: bookkeeping written once at start-up; and the embedding queue and the vectors are the
+# Not compared: bookkeeping written once at start-up; the embedding queue and the vectors are the
 # embedder's own state of the chunks (compared above): the workers insert and delete their rows at
-# any moment, and a correction flips their `indexed` flag with the chunks'.
-UNCOMPARED_TABLES = ("schema_migrations", "embedding_space", "embed_queue", "chunk_vectors")
+# any moment, and a correction flips their `indexed` flag with the chunks'; likewise the lexical
+# queue and the BM25 statistics, which the poster rewrites from the chunks whenever writes pause.
+UNCOMPARED_TABLES = (
+    "schema_migrations",
+    "embedding_space",
+    "embed_queue",
+    "chunk_vectors",
+    "lexical_queue",
+    "lexical_terms",
+    "lexical_postings",
+    "lexical_posted",
+    "lexical_sizes",
+)
 
 
 async def db_state(dsn: str) -> dict[str, tuple[int, int]]:

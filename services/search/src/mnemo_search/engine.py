@@ -13,7 +13,7 @@ import structlog
 from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_platform.telemetry import tracer
 from mnemo_search.query import any_term_query, literal_terms, relaxed_terms
-from mnemo_search.ranking import fuse_rankings
+from mnemo_search.ranking import fuse_scores
 from mnemo_search.settings import SearchSettings
 from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope, workspace_clause
 from mnemo_wire import TrustSettings
@@ -69,8 +69,10 @@ def _best_per_memory(rows: list[asyncpg.Record], limit: int) -> list[LegHit]:
     return [LegHit(r["memory_id"], r["chunk_id"], float(r["score"]), i) for i, r in enumerate(ordered, 1)]
 
 
-# BM25's constants (docs/lexical-bm25.md): term-frequency saturation and length normalisation.
-BM25_K1, BM25_B = 1.2, 0.75
+# BM25's constants: term-frequency saturation and length normalisation. b is below the textbook
+# 0.75: notes are short and their length says little about how much of them is on topic
+# (measured on LoCoMo and SciFact, docs/lexical-bm25.md).
+BM25_K1, BM25_B = 1.2, 0.3
 
 
 def _bm25(tf: str, length: str) -> str:
@@ -370,10 +372,9 @@ class SearchEngine:
         if not answered:
             return SearchOutcome([], degraded, relaxed)
         by_leg = {name: {h.memory_id: h for h in result.hits} for name, result in answered.items()}
-        fused = fuse_rankings(
-            {name: [h.memory_id for h in result.hits] for name, result in answered.items()},
+        fused = fuse_scores(
+            {name: [(h.memory_id, h.score) for h in result.hits] for name, result in answered.items()},
             {LEXICAL: self.settings.lexical_weight, SEMANTIC: self.settings.semantic_weight},
-            self.settings.rrf_k,
         )
         if not fused:
             return SearchOutcome([], degraded, relaxed)

@@ -28,7 +28,7 @@ class SearchSettings:
     candidates: int = setting(
         "MNEMO_SEARCH_CANDIDATES",
         30,
-        "Candidates each leg contributes to fusion (30 measured best on LoCoMo; see bench/README.md).",
+        "Candidates each leg contributes to fusion (measured on LoCoMo and SciFact; see bench/README.md).",
         parse_positive_int,
     )
     lexical_candidates: int = setting(
@@ -44,17 +44,17 @@ class SearchSettings:
         "History and as-of searches: most full-text matches scored per query (cost grows with matches).",
         parse_positive_int,
     )
-    rrf_k: float = setting(
-        "MNEMO_RRF_K",
-        10.0,
-        "Reciprocal-rank-fusion constant k; smaller trusts each leg's top ranks more (10 measured best on LoCoMo).",
-        parse_positive_float,
-    )
     lexical_weight: float = setting(
-        "MNEMO_LEXICAL_WEIGHT", 1.0, "Weight of the lexical leg in fusion.", parse_non_negative_float
+        "MNEMO_LEXICAL_WEIGHT",
+        1.0,
+        "Weight of the lexical leg's rescaled score in fusion (equal weights measured best; bench/README.md).",
+        parse_non_negative_float,
     )
     semantic_weight: float = setting(
-        "MNEMO_SEMANTIC_WEIGHT", 1.0, "Weight of the semantic leg in fusion.", parse_non_negative_float
+        "MNEMO_SEMANTIC_WEIGHT",
+        1.0,
+        "Weight of the semantic leg's rescaled score in fusion.",
+        parse_non_negative_float,
     )
     recency_half_life_days: float = setting(
         "MNEMO_RECENCY_HALF_LIFE_DAYS",

@@ -54,12 +54,18 @@ CREATE TABLE lexical_queue (
 );
 CREATE INDEX lexical_queue_chunk ON lexical_queue (chunk_id);
 
--- A chunk's lexemes with their term frequency (its positions; a lexeme without positions counts
--- once) and the chunk's length (all its positions), capped to what smallint holds.
+-- A chunk's lexemes with their term frequency and the chunk's length (the sum of them), capped to
+-- what smallint holds. A position counts once, twice in the title and context (weight A, see
+-- chunks.tsv): a word that names the note weighs more than one it mentions, measured on LoCoMo
+-- (the speaker) and SciFact (the paper's title), docs/lexical-bm25.md. A lexeme without
+-- positions counts once.
 CREATE FUNCTION lexical_counts(tsv tsvector)
 RETURNS TABLE (lexeme text, tf smallint, len smallint)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    WITH u AS (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(tsv) u)
+    WITH u AS (
+        SELECT u.lexeme, coalesce((SELECT sum(CASE w WHEN 'A' THEN 2 ELSE 1 END) FROM unnest(u.weights) w), 1) AS tf
+        FROM unnest(tsv) u
+    )
     SELECT u.lexeme, least(u.tf, 32767)::smallint, least(sum(u.tf) OVER (), 32767)::smallint FROM u
 $$;
 

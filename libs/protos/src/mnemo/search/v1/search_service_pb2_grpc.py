@@ -101,7 +101,7 @@ class SearchServiceServicer:
     """
 
     def Search(self, request, context):
-        """Search finds memories by lexical and semantic similarity, fused by reciprocal rank.
+        """Search finds memories by lexical and semantic similarity, fused by their rescaled scores.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
