@@ -164,7 +164,8 @@ def check(response: Any, what: str) -> dict[str, Any]:
 
 async def wait_embedded(client: Any, workspace: str = "", every_s: float = 5.0) -> dict[str, Any]:
     """Polls `GET /api/v1/status` (of every workspace, or of one) until no chunk waits for its
-    vector or for the lexical statistics; the last status. Fails when a chunk failed or nothing was embedded at all."""
+    vector or for the lexical statistics; the last status. Fails when a chunk failed or nothing
+    was embedded at all."""
     params = {"workspace": workspace} if workspace else None
     last_print = time.perf_counter()
     while True:
