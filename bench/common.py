@@ -22,7 +22,7 @@ DEFAULT_OUT = "bench/results"
 STATUS_POLL_S = 0.2
 
 # The stack's own settings; any other MNEMO_* variable in the environment passes through so a
-# ranking knob (MNEMO_RRF_K, MNEMO_LEXICAL_WEIGHT, ...) can be tried without editing code.
+# ranking knob (MNEMO_LEXICAL_WEIGHT, MNEMO_SEARCH_CANDIDATES, ...) can be tried without editing code.
 FORCED_ENV_KEYS = ("MNEMO_DATABASE_URL", "MNEMO_HTTP_PORT", "MNEMO_EMBEDDER")
 
 
