@@ -1031,6 +1031,7 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     sizes = report["sizes"]
     xs = [s["notes"] for s in sizes]
@@ -1046,6 +1047,8 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
         )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            axis(ScalarFormatter())  # 20, 50, 100 rather than powers of ten
         ax.set_xlabel("notes in the database")
         ax.set_ylabel("ms, client-observed (log)")
         ax.legend(fontsize=7)
