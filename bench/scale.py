@@ -586,13 +586,13 @@ async def scope_counts(pool: Any, as_of: datetime) -> dict[str, int]:
 
 async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: Any) -> dict[str, str]:
     """EXPLAIN (ANALYZE, BUFFERS) of each leg's statements as the engine builds and runs them for
-    `text`: the lexical leg's all-words statement, its any-word statement when the engine would
-    fall back to it (nothing has every word), and the semantic leg's.
+    `text`: the lexical leg's BM25 statement, its widened statement when the engine would send it
+    (a filtered search whose candidates left too few), and the semantic leg's.
 
     The one place that knows the engine's statement builders (mnemo_search.engine): when their
     signatures change, only this function changes."""
-    from mnemo_search.engine import lexical_query, semantic_query
-    from mnemo_search.query import all_terms_query, any_term_query, literal_terms, relaxed_terms
+    from mnemo_search.engine import lexical_statement, semantic_query, session_settings
+    from mnemo_search.query import literal_terms
 
     depth = max(LIMIT, settings.candidates)
     plans = {}
@@ -605,16 +605,17 @@ async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: 
     async with pool.acquire() as conn:
         terms = literal_terms(text)
         if terms:
-            sql, values = lexical_query(scope, all_terms_query(terms), depth, settings.lexical_match_cap)
+            sql, values = lexical_statement(scope, terms, depth, settings.lexical_candidates, settings)
             plans["lexical"] = await explain(conn, sql, values)
-            if not await conn.fetch(sql, *values, timeout=LONG_S) and relaxed_terms(terms) != terms[:1]:
-                sql, values = lexical_query(scope, any_term_query(terms), depth, settings.lexical_match_cap)
-                plans["lexical_relaxed"] = await explain(conn, sql, values)
+            rows = await conn.fetch(sql, *values, timeout=LONG_S)
+            if scope.filtered and len({r["memory_id"] for r in rows if r["memory_id"] is not None}) < depth:
+                sql, values = lexical_statement(scope, terms, depth, None, settings)
+                plans["lexical_widened"] = await explain(conn, sql, values)
         sql, values = semantic_query(scope, vector, depth)
         async with conn.transaction():
-            # As the engine's semantic leg runs it.
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {int(settings.hnsw_ef_search)}")
-            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            # With the settings every connection of the search service's pool carries.
+            for name, value in session_settings(settings).items():
+                await conn.execute(f"SET LOCAL {name} = '{value}'")
             plans["semantic"] = await explain(conn, sql, values)
     return plans
 

@@ -190,6 +190,16 @@ def lexical_query(
     return sql, params.values
 
 
+def lexical_statement(
+    scope: Scope, terms: list[str], limit: int, candidates: int | None, settings: SearchSettings
+) -> tuple[str, list[object]]:
+    """lexical_query for the query's literal terms: its lexemes come from the terms and the words
+    inside them (`title:foo` also counts `title` and `foo`), as the chunks index compound words."""
+    return lexical_query(
+        scope, " ".join(relaxed_terms(terms)), any_term_query(terms), limit, candidates, settings.lexical_match_cap
+    )
+
+
 def session_settings(settings: SearchSettings) -> dict[str, str]:
     """What every connection of the search pool starts with, so the semantic leg is one statement.
 
@@ -301,14 +311,7 @@ class SearchEngine:
     ) -> tuple[list[LegHit], bool]:
         """The leg's best chunks, and whether it relaxed: the query has words and no chunk found
         holds every one of them."""
-        sql, values = lexical_query(
-            scope,
-            " ".join(relaxed_terms(terms)),
-            any_term_query(terms),
-            limit,
-            candidates,
-            self.settings.lexical_match_cap,
-        )
+        sql, values = lexical_statement(scope, terms, limit, candidates, self.settings)
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(sql, *values)
         found = [row for row in rows if row["memory_id"] is not None]
