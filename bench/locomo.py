@@ -56,7 +56,8 @@ REFERENCES: dict[str, dict[str, float]] = {
     "BM25+MiniLM RRF": {"recall@10": 0.592},
     "mcp-memory-service 12.4.0 (best mode)": {"recall@5": 0.554, "recall@10": 0.664, "search_p50_ms": 34.0},
 }
-TARGET_HYBRID_RECALL_AT_10 = 0.68
+# The search-engine issue's target (it was 0.68 before the BM25 leg).
+TARGET_HYBRID_RECALL_AT_10 = 0.72
 
 DiaKey = tuple[int, int]
 
