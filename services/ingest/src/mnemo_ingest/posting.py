@@ -21,6 +21,8 @@ from mnemo_ingest.settings import IngestSettings
 
 log = structlog.get_logger("mnemo.ingest.posting")
 
+FAILURE_WAIT_S = 5.0
+
 
 class LexicalPoster:
     name = "lexical-poster"
@@ -51,13 +53,16 @@ class LexicalPoster:
 
     async def _run(self) -> None:
         while True:
+            wait = self.settings.lexical_post_idle_s
             try:
                 await self.activity.pause()
                 if await self.post_once():
                     continue
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                # Nothing is lost: the queue rows stay until a pass succeeds.
-                log.exception("lexical_post_failed")
-            await asyncio.sleep(self.settings.lexical_post_idle_s)
+            except Exception as exc:
+                # Nothing is lost: the queue rows stay until a pass succeeds. One line, not a
+                # traceback, and a longer wait: during an outage this repeats until it ends.
+                log.warning("lexical_post_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+                wait = max(wait, FAILURE_WAIT_S)
+            await asyncio.sleep(wait)
