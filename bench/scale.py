@@ -785,6 +785,8 @@ class Run:
                 print(f"  index built in {step.hnsw_build_s:.0f} s", flush=True)
             finally:
                 await workers.start()
+        # The lexical poster posts what was loaded once writes pause; measure on settled statistics.
+        await wait_embedded(self.http, every_s=PROGRESS_S)
         self.loaded = size
         # Autovacuum would get there on its own; the measurement is of a settled database.
         started = time.perf_counter()
