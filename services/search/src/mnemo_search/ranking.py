@@ -2,7 +2,7 @@
 
 Each leg's scores are rescaled to [0, 1] over the candidates it returned (its best is 1, its last
 0), and a memory's fused score is the weighted sum over the legs that found it. Measured on
-LoCoMo and SciFact against reciprocal-rank fusion (bench/README.md, "Fusion"): rank fusion throws
+LoCoMo and SciFact against reciprocal-rank fusion (docs/lexical-bm25.md, "Tuning"): rank fusion throws
 away how far ahead a leg's best match is, which is exactly what tells a confident BM25 hit (a
 rare identifier matched) from a list of weak partial matches.
 """

@@ -28,7 +28,7 @@ class SearchSettings:
     candidates: int = setting(
         "MNEMO_SEARCH_CANDIDATES",
         30,
-        "Candidates each leg contributes to fusion (measured on LoCoMo and SciFact; see bench/README.md).",
+        "Candidates each leg contributes to fusion (measured on LoCoMo and SciFact; docs/lexical-bm25.md).",
         parse_positive_int,
     )
     lexical_candidates: int = setting(
@@ -47,7 +47,7 @@ class SearchSettings:
     lexical_weight: float = setting(
         "MNEMO_LEXICAL_WEIGHT",
         1.0,
-        "Weight of the lexical leg's rescaled score in fusion (equal weights measured best; bench/README.md).",
+        "Weight of the lexical leg's rescaled score in fusion (equal weights measured best; docs/lexical-bm25.md).",
         parse_non_negative_float,
     )
     semantic_weight: float = setting(
