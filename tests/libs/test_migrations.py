@@ -264,8 +264,9 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
         }
         assert not columns & {"embedding", "embed_status", "embed_after", "embed_error", "embedded_at"}
         assert {"text", "tsv", "indexed"} <= columns
-        tsv_index = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_tsv'")
-        assert tsv_index.endswith("WHERE indexed")
+        # 0007 made the full-text index partial on `indexed`; 0008 replaced it with the BM25 postings.
+        indexes = {r["indexname"] for r in await conn.fetch("SELECT indexname FROM pg_indexes")}
+        assert "chunks_tsv" not in indexes and "lexical_postings_pkey" in indexes
     finally:
         await conn.close()
 
