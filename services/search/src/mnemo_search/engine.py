@@ -135,9 +135,16 @@ def lexical_query(
                     FROM w WHERE df > 0
                 ) x WHERE running <= {params.bind(candidates)} OR r = 1
             ) rare USING (lexeme)"""
+        # A filtered search keeps only candidates the filter keeps before scoring them: a selective
+        # filter then pays two key lookups per posting instead of a probe per query word.
+        kept = (
+            f"JOIN chunks c ON c.id = p.chunk_id JOIN {scoped.source} ON m.id = c.memory_id WHERE {scoped.where}"
+            if scope.filtered
+            else ""
+        )
         chunk_scores = f"""
         candidates AS (
-            SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id
+            SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id {kept}
         ),
         posted AS (
             SELECT p.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
