@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mnemo_platform.settings import SettingsError, parse_positive_float, setting
@@ -70,3 +71,13 @@ class TrustSettings:
     def factor(self, status: str, provenance: str, own: float = 1.0) -> float:
         """The trust factor a search score is multiplied by: status x provenance x the memory's own."""
         return dict(self.status_weights).get(status, 1.0) * dict(self.provenance_weights).get(provenance, 1.0) * own
+
+    def sql_factor(self, bind: Callable[[object], str], status: str, provenance: str, own: str) -> str:
+        """`factor` as an SQL expression over the named columns, for a statement that ranks in the
+        database; `bind` binds a value and returns its placeholder. Kept beside `factor`, so the
+        formula has one home."""
+        statuses, provenances = bind(dict(self.status_weights)), bind(dict(self.provenance_weights))
+        return (
+            f"coalesce(({statuses}::jsonb ->> {status})::float8, 1)"
+            f" * coalesce(({provenances}::jsonb ->> {provenance})::float8, 1) * {own}"
+        )

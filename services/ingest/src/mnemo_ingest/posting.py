@@ -25,14 +25,11 @@ FAILURE_WAIT_S = 5.0
 
 
 class LexicalPoster:
-    name = "lexical-poster"
-
     def __init__(self, pool: asyncpg.Pool, settings: IngestSettings, activity: WriteActivity) -> None:
         self.pool = pool
         self.settings = settings
         self.activity = activity
         self._task: asyncio.Task[None] | None = None
-        self.posted = 0
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="lexical-poster")
@@ -48,7 +45,6 @@ class LexicalPoster:
         """Posts the oldest queued changes; returns how many queue rows were taken (0: none, or
         another process's poster holds the lock)."""
         taken: int = await self.pool.fetchval("SELECT lexical_post($1)", self.settings.lexical_post_batch)
-        self.posted += taken
         return taken
 
     async def _run(self) -> None:

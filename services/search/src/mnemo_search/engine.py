@@ -253,7 +253,7 @@ def ranked_query(
 
     Each candidate's fused score is multiplied by a recency factor (1 for a memory updated now,
     falling towards 1 - MNEMO_RECENCY_WEIGHT, halving every half-life) and its trust factor
-    (`TrustSettings.factor`, written here in SQL). Ranking here rather than after the rows come
+    (`TrustSettings.sql_factor`, the SQL form of `TrustSettings.factor`). Ranking here rather than after the rows come
     back is what lets one statement do it all: a snippet (ts_headline, a fraction of a
     millisecond per chunk) is made only for the results returned, not for every candidate. The
     scope is applied again, so a memory changed since its leg read it is left out. A snippet is
@@ -267,8 +267,7 @@ def ranked_query(
     highlighted = params.bind([c.lexical is not None for c in candidates])
     weight = params.bind(settings.recency_weight)
     half_life = params.bind(settings.recency_half_life_days)
-    status_weights = params.bind(dict(trust.status_weights))
-    provenance_weights = params.bind(dict(trust.provenance_weights))
+    trust_factor = trust.sql_factor(params.bind, "m.status", "m.provenance", "m.trust")
     words = params.bind(any_term_query(literal_terms(text)))
     scoped = build_scope(scope, params, memory="m")
     sql = f"""
@@ -281,9 +280,7 @@ def ranked_query(
                    (1 - {weight}::float8) + {weight}::float8 * power(
                        0.5, greatest(0, extract(epoch FROM now() - m.updated_at)::float8 / 86400) / {half_life}::float8
                    ) AS recency,
-                   coalesce(({status_weights}::jsonb ->> m.status)::float8, 1)
-                   * coalesce(({provenance_weights}::jsonb ->> m.provenance)::float8, 1)
-                   * m.trust AS trust_factor
+                   {trust_factor} AS trust_factor
             FROM candidates f JOIN {scoped.source} ON m.id = f.memory_id
             WHERE {scoped.where}
         ),

@@ -1,13 +1,14 @@
 -- What the lexical leg's BM25 needs (docs/lexical-bm25.md): per workspace, each lexeme's document
 -- frequency over the indexed chunks, their count and total length; per indexed chunk, each
--- distinct lexeme's term frequency and the chunk's length. "Indexed" is the flag the GIN and HNSW
--- indexes are partial on (a chunk a default read may return), so a superseded, retracted or
--- deleted memory leaves the statistics as it leaves the indexes.
+-- distinct lexeme's term frequency and the chunk's length. "Indexed" is the flag the HNSW index
+-- is partial on (a chunk a default read may return), so a superseded, retracted or deleted
+-- memory leaves the statistics as it leaves the index.
 --
 -- A write only queues: triggers on `chunks` add a row to `lexical_queue` for every chunk that is
 -- inserted indexed or changes its flag. (Deleting a chunk is erasing it, a purge: its words
--- leave the statistics in the deleting transaction, so none of them outlives the purge.) Keeping the statistics in the writing
--- transaction halved the batch write rate (docs/lexical-bm25.md, "Upkeep"); instead the ingest
+-- leave the statistics in the deleting transaction, so none of them outlives the purge.)
+-- Keeping the statistics in the writing transaction cut the batch write rate by a third
+-- (docs/lexical-bm25.md, "Upkeep"); instead the ingest
 -- service's poster (lexical_post, below) brings them in line when writes pause, and the lexical
 -- leg scores queued chunks from their tsvector, so a note is found lexically the moment its
 -- write returns, and a chunk that left the indexes is filtered out by the leg's predicate before
@@ -77,13 +78,12 @@ BEGIN
 END
 $$;
 
+-- A chunk row is written once; only its `indexed` flag changes afterwards (0007).
 CREATE FUNCTION lexical_chunks_updated() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO lexical_queue (chunk_id)
-    SELECT n.id FROM new_rows n JOIN old_rows o ON o.id = n.id
-    WHERE n.indexed IS DISTINCT FROM o.indexed OR n.tsv IS DISTINCT FROM o.tsv
-       OR n.workspace_id IS DISTINCT FROM o.workspace_id;
+    SELECT n.id FROM new_rows n JOIN old_rows o ON o.id = n.id WHERE n.indexed <> o.indexed;
     RETURN NULL;
 END
 $$;
