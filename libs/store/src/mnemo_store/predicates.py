@@ -47,9 +47,11 @@ class Scope:
 
     @property
     def filtered(self) -> bool:
-        """Whether the caller's filters (beyond workspace and visibility) may leave out notes."""
+        """Whether the caller's filters (beyond workspace and visibility) may leave out notes; an
+        as-of read leaves out what was written after its time."""
         return bool(
-            self.kinds
+            self.as_of
+            or self.kinds
             or self.tags
             or self.created_after
             or self.created_before

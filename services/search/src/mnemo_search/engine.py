@@ -114,35 +114,51 @@ def lexical_query(
     Each row also says how many of the query's lexemes the chunk holds (`matched`) and how many
     there are (`wanted`); when nothing matches, one row with no chunk says `wanted`.
 
-    A default read takes its candidates from the postings of the rarest query lexemes, while
-    their document frequencies add up to at most `candidates` (None: every posting of every
-    lexeme), and scores each candidate on every lexeme; chunks whose postings are not written
-    yet (lexical_queue) are scored from their tsvector. History and as-of reads
-    read chunks the postings leave out: they score the first `match_cap` chunks matching any
-    word (`any_words`, websearch_to_tsquery text) from their tsvectors, with the same statistics.
+    Candidates come from the postings of the rarest query lexemes, while their document
+    frequencies add up to at most `candidates` (None: every posting of every lexeme), and each is
+    scored on every lexeme; chunks whose postings are not written yet (lexical_queue) are scored
+    from their tsvector. History and as-of reads also read chunks the indexes leave out (not
+    `indexed`): of those, the first `match_cap` the read may return that match any word
+    (`any_words`, websearch_to_tsquery text) are scored from their tsvectors, with the same
+    statistics.
     """
     params = Params()
     head = _statistics(scope, params, words)
     scoped = build_scope(scope, params, memory="m", chunk="c")
     any_query = f"websearch_to_tsquery('{TS_CONFIG}', {params.bind(any_words)})"
-    if scope.indexed_only:
-        rare = ""
-        if candidates is not None:
-            rare = f"""JOIN (
-                SELECT lexeme FROM (
-                    SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS running,
-                           row_number() OVER (ORDER BY df, lexeme) AS r
-                    FROM w WHERE df > 0
-                ) x WHERE running <= {params.bind(candidates)} OR r = 1
-            ) rare USING (lexeme)"""
-        # A filtered search keeps only candidates the filter keeps before scoring them: a selective
-        # filter then pays two key lookups per posting instead of a probe per query word.
-        kept = (
-            f"JOIN chunks c ON c.id = p.chunk_id JOIN {scoped.source} ON m.id = c.memory_id WHERE {scoped.where}"
-            if scope.filtered
-            else ""
-        )
-        chunk_scores = f"""
+    rare = ""
+    if candidates is not None:
+        rare = f"""JOIN (
+            SELECT lexeme FROM (
+                SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS running,
+                       row_number() OVER (ORDER BY df, lexeme) AS r
+                FROM w WHERE df > 0
+            ) x WHERE running <= {params.bind(candidates)} OR r = 1
+        ) rare USING (lexeme)"""
+    # A filtered search keeps only candidates the filter keeps before scoring them: a selective
+    # filter then pays two key lookups per posting instead of a probe per query word.
+    kept = (
+        f"JOIN chunks c ON c.id = p.chunk_id JOIN {scoped.source} ON m.id = c.memory_id WHERE {scoped.where}"
+        if scope.filtered
+        else ""
+    )
+    unindexed = outside = ""
+    if not scope.indexed_only:
+        # History and as-of reads may return chunks the indexes leave out (an older version, a
+        # retracted note): those are scanned, the indexed ones found through the postings as usual.
+        unindexed = f""",
+        unindexed AS (
+            SELECT c.id, c.tsv FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
+            WHERE NOT c.indexed AND c.tsv @@ {any_query} AND {scoped.where}
+            LIMIT {params.bind(match_cap)}
+        ),
+        outside AS (
+            SELECT c.id AS chunk_id, sum({_bm25("l.tf", "l.len")}) AS score, count(*) AS matched
+            FROM unindexed c CROSS JOIN LATERAL lexical_counts(c.tsv) l JOIN w USING (lexeme) CROSS JOIN s
+            GROUP BY c.id
+        )"""
+        outside = " UNION ALL SELECT * FROM outside"
+    chunk_scores = f"""
         candidates AS (
             SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id {kept}
         ),
@@ -163,33 +179,18 @@ def lexical_query(
             SELECT c.id AS chunk_id, sum({_bm25("l.tf", "l.len")}) AS score, count(*) AS matched
             FROM queued c CROSS JOIN LATERAL lexical_counts(c.tsv) l JOIN w USING (lexeme) CROSS JOIN s
             GROUP BY c.id
-        ),
-        scored AS (SELECT * FROM posted UNION ALL SELECT * FROM fresh)"""
-        # Postings outlive a chunk's leaving the indexes until the poster runs: the predicate decides.
-        source = f"scored x JOIN chunks c ON c.id = x.chunk_id JOIN {scoped.source} ON m.id = c.memory_id"
-        where = scoped.where
-    else:
-        chunk_scores = f"""
-        matches AS (
-            SELECT c.id, c.memory_id, c.tsv FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
-            WHERE c.tsv @@ {any_query} AND {scoped.where}
-            LIMIT {params.bind(match_cap)}
-        ),
-        scored AS (
-            SELECT c.id AS chunk_id, c.memory_id, sum({_bm25("l.tf", "l.len")}) AS score, count(*) AS matched
-            FROM matches c CROSS JOIN LATERAL lexical_counts(c.tsv) l JOIN w USING (lexeme) CROSS JOIN s
-            GROUP BY c.id, c.memory_id
-        )"""
-        source, where = "scored x", "TRUE"  # the matches were scoped already
+        ){unindexed},
+        scored AS (SELECT * FROM posted UNION ALL SELECT * FROM fresh{outside})"""
     # One row at least, so `wanted` comes back when nothing matched (memory_id NULL then).
     sql = f"""
         WITH {head},
         {chunk_scores}
         SELECT r.*, n.wanted FROM (SELECT count(*) AS wanted FROM q) n
         LEFT JOIN LATERAL (
-            SELECT {"c" if scope.indexed_only else "x"}.memory_id, x.chunk_id, x.score, x.matched
-            FROM {source}
-            WHERE {where}
+            SELECT c.memory_id, x.chunk_id, x.score, x.matched
+            -- Postings outlive a chunk's leaving the indexes until the poster runs: the predicate decides.
+            FROM scored x JOIN chunks c ON c.id = x.chunk_id JOIN {scoped.source} ON m.id = c.memory_id
+            WHERE {scoped.where}
             ORDER BY x.score DESC, x.chunk_id
             LIMIT {params.bind(limit * 4)}
         ) r ON true
@@ -221,18 +222,30 @@ def semantic_query(scope: Scope, vector: object, limit: int) -> tuple[str, list[
     """The semantic leg's statement and its values: the chunks' vectors nearest `vector`.
 
     A default read reads only indexed vectors (the scope says so), which the partial HNSW index
-    holds; history and as-of reads scan the vectors of the versions they read.
+    holds. History and as-of reads read the indexed vectors through that index too, and scan
+    only the vectors it leaves out (older versions, hidden statuses), nearest first of each.
     """
     params = Params()
     bound_vector = params.bind(vector)
     scoped = build_scope(scope, params, memory="m", chunk="v")
-    sql = f"""
-        SELECT v.memory_id, v.chunk_id, 1 - (v.embedding <=> {bound_vector}) AS score
-        FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
-        WHERE {scoped.where}
-        ORDER BY v.embedding <=> {bound_vector}
-        LIMIT {params.bind(limit * 3)}
-    """
+    rows = params.bind(limit * 3)
+
+    def nearest(extra: str) -> str:
+        return f"""
+            SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
+            FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
+            WHERE {scoped.where}{extra}
+            ORDER BY v.embedding <=> {bound_vector}
+            LIMIT {rows}"""
+
+    if scope.indexed_only:
+        body = nearest("")
+    else:
+        body = f"""
+            SELECT * FROM (({nearest(" AND v.indexed")}) UNION ALL ({nearest(" AND NOT v.indexed")})) x
+            ORDER BY distance
+            LIMIT {rows}"""
+    sql = f"SELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
     return sql, params.values
 
 

@@ -41,7 +41,8 @@ class SearchSettings:
     lexical_match_cap: int = setting(
         "MNEMO_LEXICAL_MATCH_CAP",
         5000,
-        "History and as-of searches: most full-text matches scored per query (cost grows with matches).",
+        "History and as-of searches: most full-text matches scored per query among the chunks the indexes "
+        "leave out (cost grows with matches).",
         parse_positive_int,
     )
     lexical_weight: float = setting(
