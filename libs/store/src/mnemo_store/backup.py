@@ -292,11 +292,11 @@ async def backup_embedded(
     data_dir: Path, target: Path, force: bool = False, progress: ProgressFn = no_progress
 ) -> Contents:
     """Backs up the embedded database, whether or not `mnemo up` is running on it (pg_dump reads a snapshot)."""
+    check_target(target, force)
     if not (data_dir / PGDATA / "PG_VERSION").exists():
         raise BackupError(
             f"there is no embedded database in {data_dir} to back up (`mnemo up` creates it; is MNEMO_DATA_DIR right?)"
         )
-    check_target(target, force)
     # Attaches to the server of a running `mnemo up`, or starts it for the backup alone and stops it after.
     postgres = EmbeddedPostgres(data_dir)
     try:
