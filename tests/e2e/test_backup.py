@@ -257,6 +257,12 @@ async def test_a_failed_restore_leaves_the_old_database_as_it_was(postgres: Post
         # The old database, untouched, and no trace of the attempt.
         assert not (directory / RESTORING).exists() and not (directory / PREVIOUS).exists()
         assert await memory_contents(directory / "pg") == (["The heliotrope note.", "The lantana note."], True)
+
+        # Into a data directory that did not exist: it is gone again, as if nothing had been tried.
+        fresh = directory.parent / f"{directory.name}-fresh"
+        code, out, err = await run_mnemo("restore", str(bad), env=clean_env(MNEMO_DATA_DIR=str(fresh)))
+        assert code == 1 and "pg_restore failed" in err, out + err
+        assert not fresh.exists()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

@@ -461,6 +461,17 @@ def _swap(pgdata: Path, staging: Path, previous: Path) -> Path | None:
     return kept
 
 
+def _lock_for_restore(data_dir: Path) -> tuple[DataDirLock, bool]:
+    """The data directory's lock, exclusively, and whether taking it created the directory."""
+    created = not data_dir.exists()
+    lock = DataDirLock(data_dir)
+    if not lock.acquire(exclusive=True):
+        raise BackupError(
+            f"Mnemo is running against {data_dir} (`mnemo up`, the service, or a backup): stop it, then restore"
+        )
+    return lock, created
+
+
 async def restore_embedded(
     data_dir: Path, source: Path, force: bool = False, progress: ProgressFn = no_progress
 ) -> RestoreResult:
@@ -470,11 +481,7 @@ async def restore_embedded(
     uses the data directory, or when the database there holds anything and `force` is not given.
     """
     archive = await read_archive(source)
-    lock = DataDirLock(data_dir)
-    if not lock.acquire(exclusive=True):
-        raise BackupError(
-            f"Mnemo is running against {data_dir} (`mnemo up`, the service, or a backup): stop it, then restore"
-        )
+    lock, created = _lock_for_restore(data_dir)
     try:
         pgdata, staging = data_dir / PGDATA, data_dir / RESTORING
         pid = _postmaster_pid(pgdata)
@@ -511,7 +518,12 @@ async def restore_embedded(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    finally:
+    except BaseException:
         lock.release()
+        # A data directory this restore created holds nothing but its lock file: it goes too.
+        if created:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    lock.release()
     log.info("backup_restored", file=str(source), memories=contents.memories)
     return RestoreResult(contents, chains, pending, previous)
