@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from mnemo_cli.commands import admin, harvest, imports, memory, running
+from mnemo_cli.commands import admin, harvest, imports, memory, operations, running
 
 
 class Parser(argparse.ArgumentParser):
@@ -100,8 +101,17 @@ def _harvest_run_arguments(harvest_run: Parser) -> None:
     harvest_run.add_argument("--json", action="store_true")
 
 
+def installed_version() -> str:
+    """The version of the installed `mnemo-cli` distribution, from its metadata (no second copy to forget)."""
+    try:
+        return version("mnemo-cli")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="mnemo", description="Long-term memory for AI coding agents.")
+    parser.add_argument("--version", action="version", version=f"mnemo {installed_version()}")
     # Every parser below is a Parser: add_subparsers makes them of the parent's class.
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -112,6 +122,15 @@ def build_parser() -> Parser:
         help="serve beyond loopback without tokens (MNEMO_UNSAFE_NO_AUTH): only behind something that authenticates",
     )
     up.set_defaults(func=running.cmd_up)
+    backup = sub.add_parser(
+        "backup",
+        help="back up the database to FILE (pg_dump custom format), also while Mnemo runs",
+        description="A consistent snapshot of the embedded database (or of MNEMO_DATABASE_URL's) in pg_dump's "
+        "custom format, written with the bundled pg_dump. Restore it with `mnemo restore FILE`.",
+    )
+    backup.add_argument("file", nargs="?", help="where to write it (default: mnemo-backup-<UTC time>.dump here)")
+    backup.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    backup.set_defaults(func=operations.cmd_backup)
     serve = sub.add_parser("serve", help="run one service alone (what Kubernetes runs)")
     # The services of mnemo_server.serve; no proto enum lists them.
     serve.add_argument("service", choices=["ingest", "search", "harvest", "gateway"])
@@ -169,9 +188,18 @@ def build_parser() -> Parser:
     delete.add_argument("--reason", required=True)
     delete.set_defaults(func=memory.cmd_delete)
 
-    restore = _with_common(sub.add_parser("restore", help="undo a deletion that was not purged"))
-    restore.add_argument("id")
-    restore.set_defaults(func=memory.cmd_restore)
+    restore = _with_common(
+        sub.add_parser(
+            "restore",
+            help="undo a memory's deletion (ID), or restore the embedded database from a backup (FILE)",
+            description="mnemo restore ID undoes the deletion of a memory (not purged). mnemo restore FILE "
+            "replaces the embedded database with a backup made by `mnemo backup`: Mnemo must be stopped, and a "
+            "database that holds anything is replaced only with --force (it is kept as pg.previous).",
+        )
+    )
+    restore.add_argument("target", metavar="ID|FILE", help="a memory id (a UUID), or a backup file")
+    restore.add_argument("--force", action="store_true", help="FILE: replace a database that is not empty")
+    restore.set_defaults(func=operations.cmd_restore)
 
     purge = _with_common(sub.add_parser("purge", help="erase content and versions for good (needs --force)"))
     purge.add_argument("id")
@@ -232,6 +260,21 @@ def build_parser() -> Parser:
     harvest_status = harvest_sub.add_parser("status", help="per agent: seen, harvested, skipped (why), failed")
     harvest_status.add_argument("--json", action="store_true")
     harvest_status.set_defaults(func=harvest.cmd_harvest_status)
+
+    service = sub.add_parser("service", help="run `mnemo up` as a user service (systemd on Linux, launchd on macOS)")
+    service_sub = service.add_subparsers(dest="service_command", required=True)
+    for name, func, text in (
+        ("install", operations.cmd_service_install, "write the unit (or agent) and enable and start it"),
+        ("status", operations.cmd_service_status, "is it installed, running, answering"),
+        ("uninstall", operations.cmd_service_uninstall, "stop it and remove exactly the file install wrote"),
+    ):
+        action = service_sub.add_parser(name, help=text)
+        # The platforms the service module renders for; no proto enum lists them.
+        action.add_argument("--platform", choices=["linux", "macos"], help="default: this machine's")
+        if name == "install":
+            action.add_argument("--dry-run", action="store_true", help="print the unit, write nothing")
+            action.add_argument("--no-start", action="store_true", help="write the unit, do not enable or start it")
+        action.set_defaults(func=func)
 
     bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
     # The modules of the checkout's bench/ package; no proto enum lists them.

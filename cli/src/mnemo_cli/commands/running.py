@@ -12,7 +12,7 @@ from typing import Any
 from mnemo_cli.errors import ClientError
 
 
-def _server() -> Any:
+def require_server() -> Any:
     """The composition root, when installed: the CLI alone is a client and carries no service."""
     try:
         import mnemo_server
@@ -25,7 +25,7 @@ def _server() -> Any:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    _server()
+    require_server()
     from mnemo_server.up import run_up
 
     if args.unsafe_no_auth:
@@ -35,7 +35,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    _server()
+    require_server()
     from mnemo_server.serve import serve
 
     serve(args.service)
