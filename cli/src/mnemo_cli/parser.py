@@ -96,6 +96,10 @@ def _harvest_run_arguments(harvest_run: Parser) -> None:
     harvest_run.add_argument("--agent", choices=AGENTS)
     harvest_run.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
     harvest_run.add_argument("--now", action="store_true", help="do not wait for sessions to be idle")
+    harvest_run.add_argument(
+        "--session",
+        help="only this session, by its id or the path of its file; harvested at once (what a session-end hook runs)",
+    )
     harvest_run.add_argument("--verbose", "-v", action="store_true", help="list skipped and unchanged sessions too")
     harvest_run.add_argument("--json", action="store_true")
 
