@@ -133,6 +133,8 @@ def _codex(setup: Setup, remove: bool) -> list[Change]:
     after: str | None = dump_toml(doc)
     if remove and not (after or "").strip():
         after = None  # only Mnemo's server was in it (or there was no file)
+    elif before is None and after is not None:
+        after = after.rstrip("\n") + "\n"  # the blank line that separates tables is not needed at the end
     config = Change(path, before, after)
     # Stop ends every turn (Codex has no session-end event to rely on): each harvests the session so far,
     # and a later turn makes a new version of the same memory.
