@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.exceptions import ParseError
+from tomlkit.items import Table
 from tomlkit.toml_document import TOMLDocument
 
 SERVER = "mnemo"
@@ -219,7 +221,7 @@ def set_toml_server(doc: TOMLDocument, path: Path, fields: dict[str, str]) -> No
     if servers is None:
         servers = tomlkit.table(is_super_table=True)
         doc.add("mcp_servers", servers)
-    elif not isinstance(servers, dict):
+    elif not isinstance(servers, Table | OutOfOrderTableProxy):
         raise ConfigError(f"{path}: mcp_servers is not a table; nothing was written")
     current = servers.get(SERVER)
     if current is not None and dict(current) == fields:
@@ -228,10 +230,7 @@ def set_toml_server(doc: TOMLDocument, path: Path, fields: dict[str, str]) -> No
     for key, value in fields.items():
         table.add(key, value)
     table.add(tomlkit.nl())
-    if current is not None:
-        servers[SERVER] = table
-    else:
-        servers.add(SERVER, table)
+    servers[SERVER] = table
 
 
 def remove_toml_server(doc: TOMLDocument) -> None:
