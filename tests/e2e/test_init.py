@@ -23,11 +23,12 @@ BIN = str(Path(sys.executable).parent)
 DEAD_URL = "http://127.0.0.1:9"  # nothing listens on the discard port
 
 
-async def run_init(project: Path, home: Path, *args: str, url: str = DEAD_URL) -> tuple[int, str, str]:
+async def run_init(project: Path, home: Path, *args: str, url: str = DEAD_URL, token: str = "") -> tuple[int, str, str]:
     env = {
         "HOME": str(home),
         "PATH": f"{BIN}:/usr/bin:/bin",
         "MNEMO_URL": url,
+        "MNEMO_TOKEN": token,
         "PYTHONUNBUFFERED": "1",
     }
     process = await asyncio.create_subprocess_exec(
@@ -227,3 +228,30 @@ async def test_init_registers_the_project_with_a_running_mnemo(hash_stack: Stack
     code, out, err = await run_init(project, home, url=hash_stack.base_url)
     assert code == 0 and "registered already" in out and "unchanged" in out, (out, err)
     assert os.environ.get("HOME") != str(home)  # the test never touched the real HOME
+
+
+async def test_with_a_token_the_mcp_entries_name_the_variable_never_the_secret(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    project = a_project(tmp_path)
+    secret = "mnemo_abcdefabcdef_" + "s" * 43
+    code, _, err = await run_init(
+        project, home, "--agent", "claude-code", "--agent", "codex", "--agent", "opencode", token=secret
+    )
+    assert code == 0, err
+    files = snapshot(project)
+    assert not [name for name, data in files.items() if secret.encode() in data]
+    assert json.loads(files[".mcp.json"])["mcpServers"]["mnemo"]["headers"] == {
+        "Authorization": "Bearer ${MNEMO_TOKEN}"
+    }
+    assert tomlkit.parse(files[".codex/config.toml"].decode())["mcp_servers"]["mnemo"]["bearer_token_env_var"] == (
+        "MNEMO_TOKEN"
+    )
+    opencode = json.loads(files["opencode.json"])["mcp"]["mnemo"]
+    assert opencode["headers"] == {"Authorization": "Bearer {env:MNEMO_TOKEN}"}
+    # Positive control: without a token the entries carry no headers at all.
+    other = tmp_path / "other"
+    other.mkdir()
+    code, _, err = await run_init(other, home, "--agent", "claude-code")
+    assert code == 0, err
+    assert "headers" not in json.loads((other / ".mcp.json").read_text())["mcpServers"]["mnemo"]
