@@ -26,6 +26,10 @@ ENUM_OPTIONS: dict[tuple[str, str], Any] = {
     ("search", "--mode"): search_service_pb2.SearchMode,
     ("token create", "--role"): options_pb2.Role,
     ("harvest run", "--agent"): harvest_service_pb2.Agent,
+    ("init", "--agent"): harvest_service_pb2.Agent,
+    # Written out in mnemo_cli.agents (a hook must not load the generated code); held equal to the enum here.
+    ("hook session-start", "--agent"): harvest_service_pb2.Agent,
+    ("hook session-end", "--agent"): harvest_service_pb2.Agent,
 }
 # Choices no proto enum lists: the services `serve` starts and the checkout's benchmarks.
 OTHER_CHOICES = {("serve", "service"), ("bench", "benchmark")}
@@ -37,6 +41,9 @@ COMMAND_LINES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("search", "--mode"): (["search", "query", "--mode"], "mode"),
     ("token create", "--role"): (["token", "create", "--role"], "role"),
     ("harvest run", "--agent"): (["harvest", "run", "--agent"], "agent"),
+    ("init", "--agent"): (["init", "--agent"], "agent"),
+    ("hook session-start", "--agent"): (["hook", "session-start", "--agent"], "agent"),
+    ("hook session-end", "--agent"): (["hook", "session-end", "--agent"], "agent"),
 }
 
 

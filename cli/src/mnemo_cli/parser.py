@@ -13,7 +13,20 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from mnemo_cli.agents import AGENTS as HOOK_AGENTS
 from mnemo_cli.commands import admin, harvest, imports, memory, operations, running
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mnemo_cli.commands.init import cmd_init
+
+    return cmd_init(args)
+
+
+def _hook(args: argparse.Namespace) -> int:
+    from mnemo_cli.agents.hooks import cmd_hook
+
+    return cmd_hook(args)
 
 
 class Parser(argparse.ArgumentParser):
@@ -97,6 +110,10 @@ def _harvest_run_arguments(harvest_run: Parser) -> None:
     harvest_run.add_argument("--agent", choices=AGENTS)
     harvest_run.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
     harvest_run.add_argument("--now", action="store_true", help="do not wait for sessions to be idle")
+    harvest_run.add_argument(
+        "--session",
+        help="only this session, by its id or the path of its file; harvested at once (what a session-end hook runs)",
+    )
     harvest_run.add_argument("--verbose", "-v", action="store_true", help="list skipped and unchanged sessions too")
     harvest_run.add_argument("--json", action="store_true")
 
@@ -107,6 +124,17 @@ def installed_version() -> str:
         return version("mnemo-cli")
     except PackageNotFoundError:
         return "unknown (not installed as a package)"
+
+
+def _init_arguments(init: Parser) -> None:
+    from mnemo_cli.choices import AGENTS
+
+    init.add_argument("path", nargs="?", help="the project directory (default: the current directory)")
+    init.add_argument(
+        "--agent", action="append", choices=AGENTS, help="wire this agent (repeatable; default: every agent found)"
+    )
+    init.add_argument("--dry-run", action="store_true", help="show the changes as diffs and write nothing")
+    init.add_argument("--remove", action="store_true", help="take out exactly what init added (every agent by default)")
 
 
 def build_parser() -> Parser:
@@ -222,6 +250,24 @@ def build_parser() -> Parser:
 
     status = _with_common(sub.add_parser("status", help="counts, embedding queue, embedder state"))
     status.set_defaults(func=memory.cmd_status)
+
+    init = sub.add_parser(
+        "init",
+        help="register this project and wire the coding agents found here (MCP server, session hooks)",
+        deferred=_init_arguments,
+    )
+    init.set_defaults(func=_init)
+    hook = sub.add_parser("hook", help="what an agent's session hooks run (never fails, prints nothing on trouble)")
+    hook_sub = hook.add_subparsers(dest="hook_event", required=True)
+    for event, text in (
+        ("session-start", "print this project's wake-up packet in the form the agent injects"),
+        ("session-end", "harvest the session that ended, at once"),
+    ):
+        hook_event = hook_sub.add_parser(event, help=text)
+        # Not the proto enum: a hook runs with every session and must not load the generated code.
+        hook_event.add_argument("--agent", choices=HOOK_AGENTS, required=True)
+        hook_event.add_argument("--url", help="the gateway's base URL (default: MNEMO_URL, or the local gateway)")
+        hook_event.set_defaults(func=_hook)
 
     workspace = sub.add_parser("workspace", help="register and list workspaces")
     ws_sub = workspace.add_subparsers(dest="workspace_command", required=True)

@@ -21,8 +21,8 @@ Mnemo is ready ({where}).
   MCP:  {base}/mcp
   REST: {base}/api/v1   (OpenAPI: {base}/api/v1/openapi.json)
 
-Connect an agent to this project's memory, e.g. Claude Code:
-  claude mcp add --transport http mnemo "{base}/mcp?workspace=$(pwd)"
+Connect the coding agents of a project to its memory: run `mnemo init` in the project
+(or by hand, e.g. claude mcp add --transport http mnemo "{base}/mcp?workspace=$(pwd)").
 The embedding model loads in the background; lexical search works at once.
 Stop with Ctrl-C.
 """,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,15 @@ def workspace_ref(value: str | None) -> str | None:
         return None
     if value.startswith(("~", ".", "/")):
         return str(Path(value).expanduser().resolve())
+    return value
+
+
+def session_ref(value: str | None) -> str:
+    """A session id as given; a session file's path made absolute (the harvester cannot know this shell's directory)."""
+    if not value:
+        return ""
+    if "/" in value or value.startswith(("~", ".")):
+        return os.path.abspath(os.path.expanduser(value))
     return value
 
 

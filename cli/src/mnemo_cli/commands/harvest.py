@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from mnemo_cli.commands.common import client
+from mnemo_cli.commands.common import client, session_ref
 from mnemo_cli.output import print_json, progress_bar
 
 
@@ -15,7 +15,7 @@ def cmd_harvest_run(args: argparse.Namespace) -> int:
     counts = {"harvested": 0, "skipped": 0, "failed": 0}
     outcomes: list[dict[str, Any]] = []
     bar = sys.stderr.isatty() and not args.json
-    body = {"agent": args.agent or "", "ignore_idle": args.now}
+    body = {"agent": args.agent or "", "ignore_idle": args.now, "session": session_ref(args.session)}
     for line in client().stream_lines("POST", "/harvest/run", json=body):
         item = json.loads(line)
         if item.get("done"):

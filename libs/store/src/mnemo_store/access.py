@@ -100,7 +100,10 @@ def outside_workspaces(named: str) -> PermissionDenied:
     call = current_call()
     own = ", ".join(sorted(call.workspaces))
     return PermissionDenied(
-        f"this token ({call.principal}) may not touch workspace {named!r}; it reaches {own} and reads global"
+        f"this token ({call.principal}) may not touch workspace {named!r}; it reaches {own} and reads global "
+        # The same words whether or not the workspace exists (no probing), so also for a project directory
+        # nobody registered yet, which only an admin's first use registers.
+        "(a new workspace, such as a project directory on first use, is registered only with an admin token)"
     )
 
 

@@ -170,7 +170,7 @@ def build_router(operations: Operations) -> APIRouter:
 
     @router.post("/harvest/run", summary="Harvest now; streams one JSON line per session, then the totals")
     async def harvest_run(body: HarvestRunInput) -> StreamingResponse:
-        return await _ndjson(operations.harvest_run(body.agent, body.ignore_idle))
+        return await _ndjson(operations.harvest_run(body.agent, body.ignore_idle, body.session))
 
     @router.post("/redact/rescan", summary="Re-apply the redaction rules to stored memories; one JSON line per memory")
     async def redact_rescan(body: RescanInput) -> StreamingResponse:

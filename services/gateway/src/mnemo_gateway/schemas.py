@@ -201,6 +201,12 @@ class PurgeInput(_Body):
 class HarvestRunInput(_Body):
     agent: Agent = Field("", description=f"One agent ({one_of(AGENTS)}); all when empty.")
     ignore_idle: bool = Field(False, description="Harvest sessions that changed within the idle window too.")
+    session: str = Field(
+        "",
+        max_length=4096,
+        description="Only this session, by the agent's session id or the absolute path of its file; harvested at "
+        "once, whatever the idle window (404 SESSION_NOT_FOUND when no agent has it).",
+    )
 
 
 class TokenInput(_Body):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,11 +28,12 @@ from mnemo_harvest import sources
 from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
+from mnemo_harvest.readers import reader_roots
 from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
 from mnemo_harvest.settings import HarvestSettings
 from mnemo_harvest.sources import Record, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
-from mnemo_platform import CallContext, current_call, enum_label, reason_of
+from mnemo_platform import CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
 from mnemo_redact import redact
 
 log = structlog.get_logger("mnemo.harvest")
@@ -112,7 +114,8 @@ class HarvestEngine:
 
     # -- the run ------------------------------------------------------------------------------
 
-    async def run(self, agent: str = "", ignore_idle: bool = False) -> AsyncIterator[pb.RunProgress]:
+    async def run(self, agent: str = "", ignore_idle: bool = False, session: str = "") -> AsyncIterator[pb.RunProgress]:
+        """One run over every session (of `agent`, when given), or over the one `session` names."""
         async with self.lock:
             refs: list[tuple[Reader, SourceRef]] = []
             for name, reader in self.readers.items():
@@ -125,7 +128,13 @@ class HarvestEngine:
                     log.exception("harvest_discover_failed", agent=name)
                     continue
                 refs += [(reader, ref) for ref in found]
-            refs += await self._vanished_but_archived(agent, {(ref.agent, ref.key) for _, ref in refs})
+            if session:
+                refs = self._the_session(refs, session, agent)
+                # The agent said the session ended: the idle window exists only to guess that.
+                ignore_idle = True
+                log.info("harvest_session_requested", session=session, agent=refs[0][1].agent)
+            else:
+                refs += await self._vanished_but_archived(agent, {(ref.agent, ref.key) for _, ref in refs})
             self.paused = self._low_disk()
             counts = {"harvested": 0, "skipped": 0, "failed": 0}
             places: dict[str, str | None] = {}
@@ -154,6 +163,25 @@ class HarvestEngine:
             self.last_run_at = datetime.now(UTC)
             log.info("harvest_run_completed", sessions=len(refs), **counts)
             yield pb.RunProgress(done=True, total=len(refs), **counts)
+
+    def _the_session(
+        self, refs: list[tuple[Reader, SourceRef]], session: str, agent: str
+    ) -> list[tuple[Reader, SourceRef]]:
+        """The one source `session` names: by the agent's id, else by a file that holds only that session
+        (OpenCode keeps every session in one database, so its path names none of them)."""
+        chosen = [(reader, ref) for reader, ref in refs if ref.key == session]
+        if not chosen and session.startswith("/"):
+            wanted = os.path.realpath(session)
+            chosen = [(reader, ref) for reader, ref in refs if ref.path and os.path.realpath(ref.path) == wanted]
+            if len(chosen) > 1:
+                raise InvalidArgument(f"{session} holds {len(chosen)} sessions; name one by its session id")
+        if not chosen:
+            roots = {name: reader_roots(name, self.settings) for name in self.readers if not agent or name == agent}
+            raise NotFound(
+                f"no session {session!r} among the agent sessions harvest reads ({_listed(roots)})",
+                reasons_pb.ERROR_REASON_SESSION_NOT_FOUND,
+            )
+        return chosen[:1]
 
     async def _vanished_but_archived(
         self, agent: str, discovered: set[tuple[str, str]]
@@ -433,6 +461,12 @@ def _summary_session(session: Session, summary: str) -> Session:
     return Session(
         agent=session.agent, session_id=session.session_id, source_path="", turns=[Turn("assistant", summary)]
     )
+
+
+def _listed(roots: dict[str, list[str]]) -> str:
+    if not roots:
+        return "no agent is enabled: MNEMO_HARVEST_AGENTS"
+    return "; ".join(f"{name}: {', '.join(paths) or 'no root'}" for name, paths in roots.items())
 
 
 def _discovered(reader: Reader) -> list[SourceRef]:

@@ -28,7 +28,8 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
         if request.agent and request.agent not in self.engine.readers:
             enabled = ", ".join(self.engine.readers) or "none"
             raise InvalidArgument(f"agent {request.agent!r} is not harvested here (enabled: {enabled})")
-        async for progress in self.engine.run(request.agent, request.ignore_idle):
+        check_session(request.session)
+        async for progress in self.engine.run(request.agent, request.ignore_idle, request.session.strip()):
             yield progress
 
     async def Status(self, request: pb.StatusRequest, context: Any) -> pb.StatusResponse:
@@ -90,6 +91,14 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
         return pb.ListSourcesResponse(
             sources=[_source(r) for r in page], next_page_token=str(offset + size) if len(rows) > size else ""
         )
+
+
+def check_session(session: str) -> None:
+    """A session reference is an id or an absolute path: never a pattern, never control characters."""
+    if len(session) > 4096 or any(ord(ch) < 32 for ch in session):
+        raise InvalidArgument("session must be a session id or an absolute file path (at most 4096 characters)")
+    if session.strip().startswith((".", "~")):
+        raise InvalidArgument(f"session {session!r} is a relative path; send it absolute (the CLI does)")
 
 
 def _source(r: asyncpg.Record) -> pb.Source:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import structlog
+
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo_gateway.backends import Backends, call
@@ -12,6 +14,7 @@ from mnemo_gateway.errors import CallError
 from mnemo_platform import current_call
 
 T = TypeVar("T")
+log = structlog.get_logger("mnemo.gateway")
 
 
 class OperationsBase:
@@ -33,7 +36,7 @@ class OperationsBase:
         return self.default_workspace
 
     async def _call(self, method: Callable[[Any], Awaitable[T]], request: Any) -> T:
-        """One call; the default workspace is registered on first use and the call retried once.
+        """One call; a workspace registered on first use (see `registration`) is registered and the call retried once.
 
         Registering only when a call reports it missing (rather than before every first call)
         means a request refused for bad input leaves no trace, not even the default workspace.
@@ -42,10 +45,33 @@ class OperationsBase:
         try:
             return await call(method, request)
         except CallError as exc:
-            if (
-                exc.reason != reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND
-                or getattr(request, "workspace", None) != self.default_workspace
-            ):
+            registration = self.registration(getattr(request, "workspace", None))
+            if exc.reason != reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND or registration is None:
                 raise
-            await call(self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(name=self.default_workspace))
+            await self.register(registration)
             return await call(method, request)
+
+    def registration(self, workspace: str | None) -> ingest_pb.AddWorkspaceRequest | None:
+        """How a workspace that a call found missing is registered on first use, if it is: the default one by
+        name, and a project directory named by its absolute path (what `mnemo init` puts in an agent's MCP URL,
+        and a hook's working directory). Ingest lets only an admin register, so with tokens on an agent's
+        token is refused; in local mode the single user is admin."""
+        if not workspace:
+            return None
+        if workspace == self.default_workspace:
+            return ingest_pb.AddWorkspaceRequest(name=workspace)
+        if workspace.startswith("/"):
+            return ingest_pb.AddWorkspaceRequest(root_path=workspace)
+        return None
+
+    async def register(self, registration: ingest_pb.AddWorkspaceRequest) -> None:
+        response = await call(self.backends.ingest.AddWorkspace, registration)
+        if response.created:
+            # Ingest audits the registration (workspace_add); this says why it happened.
+            log.info(
+                "workspace_registered_on_first_use",
+                workspace=response.workspace.id,
+                root=response.workspace.root_path,
+                name=response.workspace.name,
+                principal=current_call().principal,
+            )

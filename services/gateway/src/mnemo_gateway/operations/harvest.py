@@ -27,10 +27,11 @@ class HarvestOperations(OperationsBase):
             )
         return self.backends.harvest
 
-    async def harvest_run(self, agent: str, ignore_idle: bool) -> AsyncIterator[dict[str, Any]]:
-        """Streams one JSON object per session, then the totals (done=true)."""
+    async def harvest_run(self, agent: str, ignore_idle: bool, session: str = "") -> AsyncIterator[dict[str, Any]]:
+        """Streams one JSON object per session (or the one `session` names), then the totals (done=true)."""
         check_text(agent, "agent")
-        request = harvest_pb.RunRequest(agent=agent, ignore_idle=ignore_idle)
+        check_text(session, "session")
+        request = harvest_pb.RunRequest(agent=agent, ignore_idle=ignore_idle, session=session)
         async for message in streamed(self._harvest().Run(request)):
             yield plain(message)
 

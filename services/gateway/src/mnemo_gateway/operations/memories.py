@@ -62,8 +62,8 @@ class MemoryOperations(OperationsBase):
         return {"results": results}
 
     async def _write_all(self, requests: list[ingest_pb.WriteMemoryRequest]) -> list[ingest_pb.WriteResult]:
-        """One WriteMemories call; items refused only because the default workspace is not yet
-        registered are written again once it is (a call refused outright leaves no trace)."""
+        """One WriteMemories call; items refused only because their workspace is not yet registered, and
+        is one registered on first use, are written again once it is (a call refused outright leaves no trace)."""
         if not requests:
             return []
         batch = ingest_pb.WriteMemoriesRequest(items=requests)
@@ -72,10 +72,13 @@ class MemoryOperations(OperationsBase):
             i
             for i, (request, result) in enumerate(zip(requests, results, strict=True))
             if result.error.reason == reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND
-            and request.workspace == self.default_workspace
+            and self.registration(request.workspace) is not None
         ]
         if waiting:
-            await call(self.backends.ingest.AddWorkspace, ingest_pb.AddWorkspaceRequest(name=self.default_workspace))
+            for workspace in dict.fromkeys(requests[i].workspace for i in waiting):
+                registration = self.registration(workspace)
+                assert registration is not None, "only registrable workspaces wait"
+                await self.register(registration)
             again = ingest_pb.WriteMemoriesRequest(items=[requests[i] for i in waiting])
             for i, result in zip(waiting, (await call(self.backends.ingest.WriteMemories, again)).results, strict=True):
                 results[i] = result

@@ -72,12 +72,14 @@ SKIP_REASON_NO_WORKSPACE: SkipReason
 SKIP_REASON_TOMBSTONED: SkipReason
 
 class RunRequest(_message.Message):
-    __slots__ = ("agent", "ignore_idle")
+    __slots__ = ("agent", "ignore_idle", "session")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     IGNORE_IDLE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     agent: str
     ignore_idle: bool
-    def __init__(self, agent: _Optional[str] = ..., ignore_idle: _Optional[bool] = ...) -> None: ...
+    session: str
+    def __init__(self, agent: _Optional[str] = ..., ignore_idle: _Optional[bool] = ..., session: _Optional[str] = ...) -> None: ...
 
 class RunProgress(_message.Message):
     __slots__ = ("agent", "session_id", "outcome", "detail", "index", "total", "done", "harvested", "skipped", "failed", "memory_id", "skip_reason")

@@ -61,7 +61,7 @@ class HarvestServiceServicer:
     """
 
     def Run(self, request, context):
-        """Run harvests now (all agents or one), streaming progress; a tick of the poller does the same.
+        """Run harvests now (all agents or one, or one session), streaming progress; a tick of the poller does the same.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
