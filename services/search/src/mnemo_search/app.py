@@ -8,10 +8,10 @@ from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_platform import GrpcApp, Registration
-from mnemo_search.engine import session_settings
+from mnemo_search.engine import LEXICAL_SESSION, session_settings
 from mnemo_search.servicer import SearchServicer
 from mnemo_search.settings import SearchSettings
-from mnemo_store import prepare_database
+from mnemo_store import open_pool, prepare_database
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import TrustSettings
 
@@ -41,6 +41,7 @@ class SearchApp(GrpcApp):
         self.settings = settings
         self.embedder = embedder or build_embedder(embedding)
         self.pool: asyncpg.Pool | None = None
+        self.lexical_pool: asyncpg.Pool | None = None
 
     async def open(self) -> list[Registration]:
         self.pool = await prepare_database(
@@ -50,12 +51,15 @@ class SearchApp(GrpcApp):
             self.embedder.dimension,
             session=session_settings(self.settings),
         )
-        servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust)
+        # The lexical leg's statements reuse their plans (engine.LEXICAL_SESSION); the rest plan per call.
+        self.lexical_pool = await open_pool(self.dsn, 1, self.database.pool_max, LEXICAL_SESSION)
+        servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust, self.lexical_pool)
         return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:
         self.embedder.start()
 
     async def close(self) -> None:
-        if self.pool is not None:
-            await self.pool.close()
+        for pool in (self.lexical_pool, self.pool):
+            if pool is not None:
+                await pool.close()

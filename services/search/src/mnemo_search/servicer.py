@@ -74,13 +74,18 @@ def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
 
 class SearchServicer(pb_grpc.SearchServiceServicer):
     def __init__(
-        self, pool: asyncpg.Pool, embedder: Embedder, settings: SearchSettings, trust: TrustSettings | None = None
+        self,
+        pool: asyncpg.Pool,
+        embedder: Embedder,
+        settings: SearchSettings,
+        trust: TrustSettings | None = None,
+        lexical_pool: asyncpg.Pool | None = None,
     ) -> None:
         self.pool = pool
         self.embedder = embedder
         self.settings = settings
         self.trust = trust or TrustSettings()
-        self.engine = SearchEngine(pool, embedder, settings, self.trust)
+        self.engine = SearchEngine(pool, embedder, settings, self.trust, lexical_pool)
         # Reads resolve their workspace through it (see WorkspaceCache for why a hit is safe);
         # ResolveWorkspace does not, because harvest writes where it answers.
         self.workspaces = WorkspaceCache(settings.workspace_cache_s)
