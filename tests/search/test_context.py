@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as pb
-from mnemo_embed import HashEmbedder
+from mnemo_embed import HashEmbedder, OpenAIEmbedder
+from mnemo_embed.local import LocalEmbedder
+from mnemo_search import context as wake_up
+from mnemo_search.context import one_line
+from mnemo_store import WorkspaceRow
 from tests.helpers import Clients, table_counts
 
 # Words used nowhere else in the suite, so that a packet's text can be searched for them.
@@ -252,13 +256,11 @@ async def test_an_unknown_workspace_is_not_found_and_a_new_one_gets_an_empty_pac
 
 # -- the budget, as a property: random state, random budgets --------------------------------------------
 
-WORDS = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=30
-).filter(str.strip)
-TEXTS = st.lists(WORDS, min_size=1, max_size=60).map(" ".join)
-KINDS = st.sampled_from(
-    [common_pb2.MEMORY_KIND_NOTE, common_pb2.MEMORY_KIND_DECISION, common_pb2.MEMORY_KIND_LESSON]
+WORDS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(
+    str.strip
 )
+TEXTS = st.lists(WORDS, min_size=1, max_size=60).map(" ".join)
+KINDS = st.sampled_from([common_pb2.MEMORY_KIND_NOTE, common_pb2.MEMORY_KIND_DECISION, common_pb2.MEMORY_KIND_LESSON])
 PROVENANCES = st.sampled_from(
     [common_pb2.PROVENANCE_AGENT, common_pb2.PROVENANCE_HUMAN, common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT]
 )
@@ -267,7 +269,11 @@ MEMORIES = st.lists(st.tuples(TEXTS, TEXTS, KINDS, PROVENANCES, ACTIONS), max_si
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(memories=MEMORIES, budgets=st.lists(st.integers(1, 2500), min_size=1, max_size=4), task=st.one_of(st.just(""), TEXTS))
+@given(
+    memories=MEMORIES,
+    budgets=st.lists(st.integers(1, 2500), min_size=1, max_size=4),
+    task=st.one_of(st.just(""), TEXTS),
+)
 async def test_for_any_state_and_budget_the_packet_fits(
     hash_clients: Clients, memories: list[tuple[str, str, int, int, str]], budgets: list[int], task: str
 ) -> None:
@@ -302,3 +308,86 @@ async def test_for_any_state_and_budget_the_packet_fits(
                 if item.memory.status not in (common_pb2.MEMORY_STATUS_ACTIVE, common_pb2.MEMORY_STATUS_CONFIRMED):
                     # Only a task's search shows candidates; only the changed section corrected beliefs.
                     assert part.section in (pb.CONTEXT_SECTION_TASK, pb.CONTEXT_SECTION_CHANGED), item.line
+
+
+# -- the packer alone, with each embedder's way of counting --------------------------------------------
+
+COUNTERS = {
+    "bundled model": LocalEmbedder().count_tokens,
+    "hash": HashEmbedder().count_tokens,
+    "openai estimate": OpenAIEmbedder("http://127.0.0.1:9", "m", 8).count_tokens,
+}
+STATUSES = st.sampled_from(
+    [common_pb2.MEMORY_STATUS_ACTIVE, common_pb2.MEMORY_STATUS_CONFIRMED, common_pb2.MEMORY_STATUS_CANDIDATE]
+)
+LONG_WORD = st.text(alphabet="abcdef0123456789+/=", min_size=50, max_size=3000)
+
+
+@st.composite
+def entries(draw: st.DrawFn, section: int) -> wake_up.Entry:
+    def memory(status: int) -> common_pb2.Memory:
+        return common_pb2.Memory(
+            id=str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1)))),
+            workspace_id="ws",
+            kind=draw(KINDS),
+            title=draw(st.one_of(TEXTS, LONG_WORD)),
+            status=status,
+            provenance=draw(PROVENANCES),
+            author="agent",
+            status_reason=draw(st.one_of(st.just(""), TEXTS)),
+            suspicious=draw(st.lists(st.sampled_from(["injection", "hidden"]), max_size=2)),
+            updated_at=_ts(datetime(2026, 1, 1, tzinfo=UTC)),
+        )
+
+    changed = section == pb.CONTEXT_SECTION_CHANGED
+    status = draw(
+        st.sampled_from([common_pb2.MEMORY_STATUS_SUPERSEDED, common_pb2.MEMORY_STATUS_RETRACTED])
+        if changed
+        else STATUSES
+    )
+    successor = memory(common_pb2.MEMORY_STATUS_ACTIVE) if changed and draw(st.booleans()) else None
+    text = draw(st.one_of(TEXTS, LONG_WORD, st.lists(st.one_of(WORDS, LONG_WORD), max_size=20).map(" ".join)))
+    return wake_up.Entry(section, memory(status), one_line(text) or "x", successor)
+
+
+@st.composite
+def materials(draw: st.DrawFn) -> wake_up.Material:
+    found = {section: draw(st.lists(entries(section), max_size=8)) for section in wake_up.ORDER}
+    since = draw(st.one_of(st.none(), st.just(datetime(2026, 1, 1, tzinfo=UTC))))
+    ws = WorkspaceRow(id="ws", name=draw(WORDS), root_path=None, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    return wake_up.Material(ws, found, draw(st.integers(0, 10**6)), since)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(material=materials(), budget=st.integers(1, 4000), counter=st.sampled_from(sorted(COUNTERS)))
+def test_the_packer_never_exceeds_the_budget_whatever_it_packs(
+    material: wake_up.Material, budget: int, counter: str
+) -> None:
+    count = COUNTERS[counter]
+    packed = wake_up.pack(count, budget, wake_up.header_lines(material), material)
+    assert packed.tokens == (count(packed.text) if packed.text else 0) <= budget
+    lines = packed.text.splitlines()
+    for part in packed.parts:
+        assert part.items and part.omitted >= 0
+        for item in part.items:
+            assert item.line in lines
+            assert f"(id {item.memory.id})" in item.line and item.line.startswith("- [")
+    # The same material and budget give the same packet.
+    assert wake_up.pack(count, budget, wake_up.header_lines(material), material) == packed
+
+
+def test_items_are_cut_at_words_with_an_ellipsis_and_a_roomy_budget_cuts_nothing() -> None:
+    count = COUNTERS["bundled model"]
+    long_text = " ".join(f"word{i}" for i in range(400))
+    memory = common_pb2.Memory(id=str(uuid.UUID(int=7)), status=common_pb2.MEMORY_STATUS_ACTIVE, title="t")
+    entry = wake_up.Entry(pb.CONTEXT_SECTION_DECISIONS, memory, long_text)
+    short = wake_up.Entry(pb.CONTEXT_SECTION_LESSONS, memory, "Run make warm before the tests.")
+    ws = WorkspaceRow(id="ws", name="ws", root_path=None, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    material = wake_up.Material(
+        ws, {pb.CONTEXT_SECTION_DECISIONS: [entry], pb.CONTEXT_SECTION_LESSONS: [short]}, 0, None
+    )
+    packed = wake_up.pack(count, 4000, wake_up.header_lines(material), material)
+    cut, whole = (part.items[0] for part in packed.parts)
+    assert cut.truncated and cut.text.endswith("…") and count(cut.text) <= wake_up.ITEM_TOKENS
+    assert long_text.startswith(cut.text.removesuffix("…"))  # whole words only
+    assert not whole.truncated and whole.text == "Run make warm before the tests."
