@@ -190,6 +190,12 @@ async def test_a_task_adds_what_a_search_for_it_finds_once(hash_clients: Clients
     # Positive control: without a task there is no such section, and the lesson is under lessons.
     plain = _sections(await _context(hash_clients, b.ws))
     assert "task" not in plain and plain["lessons"] == [b.ids["lesson"]]
+    # A global memory found for the task says it is global's (the brief label leaves workspaces out).
+    shared = await _context(hash_clients, b.ws, task="prefers short commit messages")
+    line = next(i.line for p in shared.sections for i in p.items if i.memory.id == b.ids["global"])
+    assert _sections(shared)["task"][0] == b.ids["global"] and "] (global) The user prefers" in line
+    whole = await _context(hash_clients, b.ws)
+    assert "(global)" not in whole.text  # under its own heading it needs no mark
 
 
 async def test_the_packet_honours_the_workspace_wall(hash_clients: Clients, briefing: Briefing) -> None:

@@ -177,17 +177,23 @@ class Packer:
         # (the tokenizers split on whitespace first; the byte estimate rounds each line up).
         return self.count(line + "\n")
 
-    def line_for(self, entry: Entry, room: int) -> tuple[str, bool] | None:
-        """The entry's line within `room` tokens, and whether its text was cut; None if it cannot fit."""
+    def line_for(self, entry: Entry, room: int) -> tuple[str, str] | None:
+        """The entry's line within `room` tokens and its text as shown (cut or whole); None if it cannot fit."""
         memory = entry.memory
         opening, closing = _frame(memory)
-        head = f"- {memory_label(memory, brief=True)} {opening}"
+        # The brief label leaves the workspace out: outside its own section, say which lines are global's.
+        shared = (
+            "(global) "
+            if memory.workspace_id == GLOBAL_WORKSPACE and entry.section != pb.CONTEXT_SECTION_GLOBAL
+            else ""
+        )
+        head = f"- {memory_label(memory, brief=True)} {shared}{opening}"
         tail = f"{closing} (id {memory.id})" + self._change(entry)
         capped = shorten(entry.text, lambda text: self.count(text) <= ITEM_TOKENS) or ""
         text = shorten(capped, lambda text: self.cost(f"{head}{text}{tail}") <= room)
         if text is None or (text != entry.text and self.count(text) < MIN_TEXT_TOKENS):
             return None
-        return f"{head}{text}{tail}", text != entry.text
+        return f"{head}{text}{tail}", text
 
     def _change(self, entry: Entry) -> str:
         """How a changed belief's line ends: its successor, or why it was withdrawn."""
@@ -206,7 +212,7 @@ class Packer:
         reason = shorten(one_line(memory.status_reason), detail) if memory.status_reason else None
         return f", {status}" + (f": {reason}" if reason else "")
 
-    def choose(self, header: list[str], material: Material) -> list[tuple[Entry, str, bool]]:
+    def choose(self, header: list[str], material: Material) -> list[tuple[Entry, str, str]]:
         """The lines that fit, in the order they were given room: FIRST_PASS items of every section
         in section order, then the rest in the same order."""
         used = 0
@@ -214,7 +220,7 @@ class Packer:
             used += self.cost(line)
         if used > self.budget:
             return []
-        chosen: list[tuple[Entry, str, bool]] = []
+        chosen: list[tuple[Entry, str, str]] = []
         opened: set[int] = set()
         note = False
         for first in (True, False):
@@ -231,14 +237,14 @@ class Packer:
                     made = self.line_for(entry, room) if room > 0 else None
                     if made is None:
                         continue
-                    line, cut = made
+                    line, text = made
                     used += extra + self.cost(line)
                     opened.add(section)
                     note = note or quoted
-                    chosen.append((entry, line, cut))
+                    chosen.append((entry, line, text))
         return chosen
 
-    def render(self, header: list[str], material: Material, chosen: list[tuple[Entry, str, bool]]) -> Packed:
+    def render(self, header: list[str], material: Material, chosen: list[tuple[Entry, str, str]]) -> Packed:
         lines = list(header)
         if any(_quoted(e.memory) or (e.successor is not None and _quoted(e.successor)) for e, _, _ in chosen):
             lines.append(QUOTED_NOTE)
@@ -254,21 +260,13 @@ class Packer:
                 heading=title.removeprefix("## "),
                 omitted=len(material.entries.get(section, [])) - len(mine),
             )
-            for entry, line, cut in mine:
-                item = part.items.add(memory=entry.memory, text=line_text(line, entry), truncated=cut, line=line)
+            for entry, line, text in mine:
+                item = part.items.add(memory=entry.memory, text=text, truncated=text != entry.text, line=line)
                 if entry.successor is not None:
                     item.successor.CopyFrom(entry.successor)
             parts.append(part)
         text = "\n".join(lines)
         return Packed(text=text, tokens=self.count(text) if text else 0, parts=parts)
-
-
-def line_text(line: str, entry: Entry) -> str:
-    """The item's text as its line shows it (cut or whole), without the label, the framing or the id."""
-    opening, closing = _frame(entry.memory)
-    start = line.index("] ", 0) + 2 + len(opening)
-    end = line.index(f"{closing} (id {entry.memory.id})", start)
-    return line[start:end]
 
 
 def pack(count: CountTokens, budget: int, header: list[str], material: Material) -> Packed:
