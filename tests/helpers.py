@@ -219,6 +219,7 @@ MCP_TOOLS = frozenset(
         "memory_delete",
         "memory_history",
         "memory_harvest_status",
+        "memory_context",
     }
 )
 

@@ -137,6 +137,34 @@ async def test_get_and_list_do_not_return_the_old_value(hash_clients: Clients, c
     assert case.control in listed and case.old not in listed
 
 
+async def test_the_wake_up_packet_shows_the_old_value_only_as_a_change_and_the_control_as_current(
+    hash_clients: Clients, case: Case
+) -> None:
+    for task in ("", f"deploy target {case.token} cluster"):
+        packet = await hash_clients.search.GetContext(
+            spb.GetContextRequest(workspace=case.ws, task=task, since=ts(case.before))
+        )
+        current = {i.memory.id for p in packet.sections if p.section != spb.CONTEXT_SECTION_CHANGED for i in p.items}
+        changed = {i.memory.id: i for p in packet.sections if p.section == spb.CONTEXT_SECTION_CHANGED for i in p.items}
+        assert case.control in current
+        assert case.old not in current
+        if case.old in changed:  # superseded or retracted: reported as what it is
+            item = changed[case.old]
+            assert item.memory.status in (common_pb2.MEMORY_STATUS_SUPERSEDED, common_pb2.MEMORY_STATUS_RETRACTED)
+            assert (", superseded by " in item.line) == (item.memory.status == common_pb2.MEMORY_STATUS_SUPERSEDED)
+            if item.HasField("successor"):
+                assert item.successor.id == case.control
+        else:  # deleted: nowhere at all, not even as a change
+            assert "was deleted" not in packet.text and case.old not in packet.text
+            assert await _deleted(hash_clients, case)
+
+
+async def _deleted(c: Clients, case: Case) -> bool:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.search.GetMemory(spb.GetMemoryRequest(workspace=case.ws, id=case.old))
+    return "was deleted" in (err.value.details() or "")
+
+
 @pytest.mark.parametrize("name", ["superseded", "retracted"])
 async def test_as_of_before_the_correction_reads_the_old_value(
     hash_clients: Clients, request: pytest.FixtureRequest, name: str

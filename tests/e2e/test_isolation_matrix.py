@@ -328,6 +328,12 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_grpc_walls",
         "test_global_is_readable_not_writable",
     ),
+    f"{SEARCH}.GetContext": (
+        "test_context_matrix",
+        "test_naming_another_workspace_is_refused",
+        "test_mcp_walls",
+        "test_grpc_walls",
+    ),
     f"{SEARCH}.GetMemory": (
         "test_foreign_ids_through_own_workspace",
         "test_naming_another_workspace_is_refused",
@@ -375,6 +381,7 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
 # answer to the token's workspaces (filtered), or refuses every agent (admin).
 GRPC_KINDS = {
     f"{SEARCH}.Search": "scoped",
+    f"{SEARCH}.GetContext": "scoped",
     f"{SEARCH}.GetMemory": "scoped",
     f"{SEARCH}.ListMemories": "scoped",
     f"{SEARCH}.ListWorkspaces": "filtered",
@@ -402,9 +409,17 @@ REST_READS = {
     "GET /api/v1/harvest/status",
     "GET /api/v1/harvest/sources",
     "GET /api/v1/tokens",
+    "GET /api/v1/context",
 }
-MCP_READS = {"memory_search", "memory_get", "memory_history", "memory_status", "memory_harvest_status"}
-MCP_READ_NAME = re.compile(r"(search|get|history|status|list|find|read|audit)")
+MCP_READS = {
+    "memory_search",
+    "memory_get",
+    "memory_history",
+    "memory_status",
+    "memory_harvest_status",
+    "memory_context",
+}
+MCP_READ_NAME = re.compile(r"(search|get|history|status|list|find|read|audit|context)")
 
 
 def read_rpcs() -> set[str]:
@@ -461,6 +476,11 @@ def _grpc_probes(m: Matrix, wall: Walled) -> dict[str, tuple[Callable[..., Any],
             s.Search,
             spb.SearchRequest(workspace=ws, query=wall.keyword, limit=100),
             lambda r: mem["decision"] in {hit.memory.id for hit in r.hits},
+        ),
+        f"{SEARCH}.GetContext": (
+            s.GetContext,
+            spb.GetContextRequest(workspace=ws, task=wall.keyword),
+            lambda r: {mem["decision"], mem["session"]} <= {i.memory.id for p in r.sections for i in p.items},
         ),
         f"{SEARCH}.GetMemory": (
             s.GetMemory,
@@ -572,6 +592,8 @@ def _naming_calls(m: Matrix, target: Walled, refs: list[str]) -> list[tuple[str,
         ("GET", "/api/v1/audit", None, {**q, "memory": mem["deleted"]}),
         ("GET", "/api/v1/audit/verify", None, q),
         ("GET", "/api/v1/status", None, q),
+        *(("GET", "/api/v1/context", None, {"workspace": r}) for r in refs),
+        ("GET", "/api/v1/context", None, {**q, "task": target.keyword, "budget": 16000, "since": PAST}),
     ]
 
 
@@ -585,16 +607,18 @@ async def test_naming_another_workspace_is_refused(matrix: Matrix, pair: tuple[i
         ("POST", "/api/v1/search", {"query": caller.keyword, "workspace": f"{caller.root}/src"}, None),
         ("GET", f"/api/v1/memories/{caller.memory['note']}", None, {"workspace": f"{caller.root}/src"}),
         ("GET", f"/api/v1/memories/{caller.memory['updated']}/history", None, {"workspace": caller.root}),
+        ("GET", "/api/v1/context", None, {"workspace": f"{caller.root}/src", "task": caller.keyword}),
     ]
     answers = await gather_all([lambda c=c: m.rest(caller.token, *c) for c in refused + own])
     for call, response in zip(refused, answers, strict=False):
         status, code, message = _error(response)
         assert (status, code) == (403, "PERMISSION_DENIED"), (call, response.text)
         m.assert_clean(caller.index, message, f"{call}", identity=False)
-    found, note, history = (r.json() for r in answers[len(refused) :])
+    found, note, history, packet = (r.json() for r in answers[len(refused) :])
     assert caller.memory["decision"] in {r["id"] for r in found["results"]}
     assert caller.keyword in note["content"] and len(history["versions"]) == 2
-    m.assert_clean(caller.index, json.dumps([found, note, history]), "own reads")
+    assert caller.memory["decision"] in _packet_ids(packet)
+    m.assert_clean(caller.index, json.dumps([found, note, history, packet]), "own reads")
 
 
 # -- REST: another workspace's memory ids, asked for through the caller's own workspace ---------------
@@ -1065,6 +1089,7 @@ def _read_routes(m: Matrix) -> list[tuple[str, str, Any, Any]]:
         ("GET", "/api/v1/harvest/status", None, None),
         ("GET", "/api/v1/harvest/sources", None, None),
         ("GET", "/api/v1/tokens", None, None),
+        ("GET", "/api/v1/context", None, None),
     ]
     shapes = {f"{method} {re.sub(r'[0-9a-f-]{36}', '{memory_id}', path)}" for method, path, _, _ in routes}
     assert shapes == REST_READS
@@ -1171,10 +1196,14 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
         assert len(history["versions"]) == 2
         status = _tool_json(await call("memory_status", {}))
         assert status["memories"] > 0
+        packet = _tool_json(await call("memory_context", {"task": caller.keyword}))
+        assert {caller.memory["decision"], caller.memory["session"]} <= _packet_ids(packet)
         harvest = _tool_json(await call("memory_harvest_status", {}))
         claude = next(a for a in harvest["agents"] if a["agent"] == "claude-code")
         assert claude["sources_seen"] == 1 and harvest["unregistered"] == []
-        m.assert_clean(caller.index, json.dumps([found, relaxed, shared, then, history, status, harvest]), "mcp own")
+        m.assert_clean(
+            caller.index, json.dumps([found, relaxed, shared, then, history, status, harvest, packet]), "mcp own"
+        )
         refused_global = _tool_error(await call("memory_write", {"content": "into global", "workspace": "global"}))
         assert refused_global.startswith("PERMISSION_DENIED")
         refused: list[tuple[str, dict[str, Any]]] = []
@@ -1209,6 +1238,8 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
                 ("memory_get", {"id": mem["superseded"], "workspace": target.root, "include_history": True}),
                 ("memory_history", {"id": mem["updated"], "workspace": target.name}),
                 ("memory_status", {"workspace": refs[3]}),
+                *(("memory_context", {"workspace": ref}) for ref in (refs[0], refs[2], refs[5])),
+                ("memory_context", {"workspace": target.name, "task": target.keyword, "budget": 16000}),
                 ("memory_write", {"content": "sneaky", "workspace": target.id}),
             ]
             # Through its own workspace: the target's ids are unknown, its keyword finds nothing of it.
@@ -1244,6 +1275,7 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
                 ("memory_get", {"id": target.memory["note"]}),
                 ("memory_history", {"id": target.memory["updated"]}),
                 ("memory_status", {}),
+                ("memory_context", {"task": target.keyword}),
                 ("memory_write", {"content": "sneaky"}),
             )
             texts = await asyncio.gather(*(client.call_tool(tool, args) for tool, args in calls))
@@ -1251,3 +1283,52 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
                 text = _tool_error(result)
                 assert text.startswith("PERMISSION_DENIED"), (tool, text)
                 m.assert_clean(caller.index, text, f"mcp url {tool}", identity=False)
+
+
+# -- the wake-up packet: each caller's own briefing, nothing of anyone else's ---------------------------
+
+
+def _packet_ids(packet: dict[str, Any], section: str | None = None) -> set[str]:
+    return {item["id"] for part in packet["sections"] if section in (None, part["section"]) for item in part["items"]}
+
+
+@pytest.mark.parametrize("caller_index", CALLERS, ids=CALLER_IDS)
+async def test_context_matrix(matrix: Matrix, caller_index: int) -> None:
+    """Over REST with the caller's token: its packet, with every other workspace's keyword as the task
+    and every budget size, holds its own material (the positive control) and nothing of another's;
+    corrected memories are never current in it and the deleted one is nowhere."""
+    m = matrix
+    caller = m.walls[caller_index]
+    mem = caller.memory
+    others = " ".join(w.keyword for w in m.walls if w is not caller)
+    packets = [
+        await m.ok(caller.token, "GET", "/api/v1/context", params=params)
+        for params in (
+            {},
+            {"task": others},
+            {"task": f"{others} {caller.keyword}", "budget": 16000},
+            {"task": GLOBAL_KEYWORD, "budget": 120},
+            {"since": m.t_start, "budget": 4000},
+        )
+    ]
+    for packet in packets:
+        assert packet["workspace"]["id"] == caller.id and packet["tokens"] <= packet["budget"]
+        shown = _packet_ids(packet)
+        current = shown - _packet_ids(packet, "changed")
+        assert {item["workspace_id"] for p in packet["sections"] for item in p["items"]} <= {caller.id, "global"}
+        assert mem["deleted"] not in shown
+        assert not {mem["superseded"], mem["retracted"]} & current
+        m.assert_clean(caller.index, json.dumps(packet), f"context {packet['budget']}")
+    whole, focused, everything, small, since = packets
+    # Positive controls: its decision, the successor, its session and the global note are there, and the
+    # harvested DECISION and LESSON lines wait in its review queue.
+    assert {mem["decision"], mem["successor"], mem["session"]} <= _packet_ids(whole)
+    assert m.global_note in _packet_ids(whole, "global")
+    assert whole["candidates"] == 2
+    # A task naming every other workspace's keyword finds only the caller's own (or global) memories.
+    assert _packet_ids(focused, "task") <= caller.ids | {m.global_note}
+    assert _packet_ids(everything, "task") and _packet_ids(everything, "task") <= caller.ids | {m.global_note}
+    assert small["tokens"] <= 120
+    assert {mem["superseded"], mem["retracted"]} <= _packet_ids(since, "changed")
+    superseded = next(i for p in since["sections"] for i in p["items"] if i["id"] == mem["superseded"])
+    assert superseded["successor"]["id"] == mem["successor"]

@@ -445,6 +445,14 @@ BAD_TOOL_CALLS = [
     ("memory_status", lambda t: {"workspace": "no-such-ws"}, "mnemo workspace add"),
     ("memory_status", lambda t: {"workspace": "\x00"}, "NUL"),
     ("memory_status", lambda t: {"workspace": 5}, "workspace"),
+    ("memory_context", lambda t: {"budget": 0}, "budget must be a positive number of tokens"),
+    ("memory_context", lambda t: {"budget": -5}, "budget must be a positive number of tokens"),
+    ("memory_context", lambda t: {"budget": 16001}, "budget must be between 1 and 16000 tokens"),
+    ("memory_context", lambda t: {"budget": 2**40}, "out of range"),
+    ("memory_context", lambda t: {"budget": "lots"}, "budget"),
+    ("memory_context", lambda t: {"task": "a\x00b"}, "NUL"),
+    ("memory_context", lambda t: {"workspace": "no-such-ws"}, "mnemo workspace add"),
+    ("memory_context", lambda t: {"workspace": "*"}, "not offered over MCP"),
     ("memory_forget", lambda t: {"id": t.memory_id}, "memory_forget"),
 ]
 

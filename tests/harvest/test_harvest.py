@@ -52,6 +52,9 @@ async def test_sessions_land_in_their_own_workspace_and_nowhere_else(harvest: Ha
     metadata = dict(got.memory.metadata)
     assert metadata["agent"] == "claude-code" and metadata["cwd"] == "/work/alpha/services/api"
     assert metadata["git_branch"] == "main" and metadata["model"] == "claude-sonnet-4-5"
+    # The outcome the wake-up packet shows: the assistant's last words, on one line.
+    assert metadata["outcome"].startswith("The walrus job runs at midnight on Mondays, when the backup holds the lock.")
+    assert "\n" not in metadata["outcome"]
 
 
 async def test_decision_and_lesson_lines_become_candidates_linked_to_the_session(harvest: Harvest) -> None:
@@ -294,6 +297,8 @@ async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Po
                 memory = await h.session_in(ws)
                 assert memory.version == 2 and memory.provenance == common_pb2.PROVENANCE_HARVESTED_SUMMARY
                 assert "collided with the backup" in memory.content and "- tool: Bash" not in memory.content
+                # A summary's outcome is its first line, which answers whether the goal was reached.
+                assert dict(memory.metadata)["outcome"] == "The murre job collided with the backup."
                 row = await conn.fetchrow(source, session.session_id)
                 assert (row["state"], row["final"]) == ("harvested", True)
                 derivations = await conn.fetch(

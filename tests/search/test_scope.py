@@ -12,6 +12,7 @@ from google.protobuf import timestamp_pb2
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as pb
+from mnemo_store import VISIBLE_STATUSES, Params, Reach, Scope, build_scope
 from tests.helpers import Clients, ids
 
 # Every way a query reaches the database: each leg, and the lexical leg's OR relaxation.
@@ -179,3 +180,16 @@ async def test_explain_breaks_the_score_down(hash_clients: Clients, scoped: dict
     )
     plain = await hash_clients.find(scoped["ws"].id, "zebra migration plan", mode="hybrid")
     assert not plain.hits[0].HasField("explanation")
+
+
+def test_only_statuses_narrows_what_a_read_sees_and_never_widens_it() -> None:
+    reach = Reach(("ws",))
+    assert Scope(reach=reach, only_statuses=("candidate",)).statuses == ("candidate",)
+    # A hidden status asked for without include_history stays hidden: nothing is read.
+    assert Scope(reach=reach, only_statuses=("superseded",)).statuses == ()
+    assert Scope(reach=reach, include_history=True, only_statuses=("superseded",)).statuses == ("superseded",)
+    params = Params()
+    where = build_scope(Scope(reach=reach, only_statuses=("retracted",)), params).where
+    assert "m.deleted_at IS NULL" in where and [] in params.values
+    # Positive control: without it, a read sees the visible statuses.
+    assert Scope(reach=reach).statuses == VISIBLE_STATUSES

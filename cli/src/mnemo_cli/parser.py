@@ -248,6 +248,14 @@ def build_parser() -> Parser:
     audit_verify = _with_common(audit_sub.add_parser("verify", help="walk the hash chains (all, or --workspace)"))
     audit_verify.set_defaults(func=memory.cmd_audit_verify)
 
+    context = _with_common(
+        sub.add_parser("context", help="the wake-up packet: a trust-labelled briefing for a new session")
+    )
+    context.add_argument("--budget", type=int, help="most tokens it may take (default 1500)")
+    context.add_argument("--task", default="", help="what the session is about to do: adds what a search finds")
+    context.add_argument("--since", help="report changes from this time (ISO 8601; default: the last session's start)")
+    context.set_defaults(func=memory.cmd_context)
+
     status = _with_common(sub.add_parser("status", help="counts, embedding queue, embedder state"))
     status.set_defaults(func=memory.cmd_status)
 

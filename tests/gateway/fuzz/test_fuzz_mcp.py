@@ -128,7 +128,9 @@ def kind_of(tool: str, outcome: Outcome) -> str:
     return "tool error " + outcome.text.removeprefix(f"Error executing tool {tool}: ").split(":")[0][:40]
 
 
-READ_ONLY = frozenset({"memory_search", "memory_get", "memory_history", "memory_status", "memory_harvest_status"})
+READ_ONLY = frozenset(
+    {"memory_search", "memory_get", "memory_history", "memory_status", "memory_harvest_status", "memory_context"}
+)
 
 
 async def test_every_offered_tool_is_fuzzed(input_schemas: dict[str, dict[str, Any]]) -> None:

@@ -77,6 +77,7 @@ ROUTES = [
     ("POST", "/workspaces"),
     ("GET", "/workspaces"),
     ("GET", "/status"),
+    ("GET", "/context"),
 ]
 # A harvest run and a rescan of every memory are streamed and slow: a few examples each, not dozens.
 STREAMING = [("POST", "/harvest/run"), ("POST", "/redact/rescan")]

@@ -1,4 +1,4 @@
-"""Memory commands: write, update, search, get, status, the corrections (supersede, retract, promote,
+"""Memory commands: write, update, search, get, context, status, the corrections (supersede, retract, promote,
 confirm, delete, restore, purge), history and the audit log."""
 
 from __future__ import annotations
@@ -87,6 +87,21 @@ def cmd_get(args: argparse.Namespace) -> int:
             print("tags: " + ", ".join(memory["tags"]))
         print()
         print(memory["content"])
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    query = params(args, task=args.task, since=args.since)
+    if args.budget is not None:
+        # Set even when 0 (params() leaves falsy values out): the gateway refuses it, it is not the default.
+        query["budget"] = args.budget
+    packet = client().request("GET", "/context", params=query)
+    if args.json:
+        print_json(packet)
+        return 0
+    for line in packet["degraded"]:
+        print(f"(degraded) {line}", file=sys.stderr)
+    print(packet["text"])
     return 0
 
 

@@ -40,10 +40,16 @@ class Scope:
     """as_of reads what was recorded at that time: the version and the status current then."""
     valid_at: datetime | None = None
     """valid_at keeps beliefs whose world-time span (valid_from, valid_to) contains that time."""
+    only_statuses: Sequence[str] = ()
+    """only_statuses keeps only these of the statuses the read may see; it narrows, never widens
+    (a hidden status stays hidden without include_history). Empty keeps them all."""
 
     @property
     def statuses(self) -> tuple[str, ...]:
-        return ALL_STATUSES if self.include_history else VISIBLE_STATUSES
+        allowed = ALL_STATUSES if self.include_history else VISIBLE_STATUSES
+        if self.only_statuses:
+            return tuple(status for status in allowed if status in self.only_statuses)
+        return allowed
 
     @property
     def filtered(self) -> bool:
@@ -53,6 +59,7 @@ class Scope:
             self.as_of
             or self.kinds
             or self.tags
+            or self.only_statuses
             or self.created_after
             or self.created_before
             or self.updated_after

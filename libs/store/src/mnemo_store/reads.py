@@ -142,3 +142,69 @@ async def count_within(conn: Reader, reach: Reach) -> Counts:
         last_error=row["last_error"] or "",
         lexical_pending=row["lexical_pending"],
     )
+
+
+# -- the wake-up packet's reads (mnemo_search.context) ---------------------------------------------
+
+
+async def recent_memories(
+    conn: Reader, scope: Scope, limit: int, excerpt_chars: int, confirmed_first: bool = False
+) -> list[asyncpg.Record]:
+    """Up to `limit` memories the scope sees, most recently updated first (confirmed ones before the
+    rest when asked), ties broken by id; each with the first `excerpt_chars` of its text (`excerpt`)."""
+    params = Params()
+    scoped = build_scope(scope, params, memory="m")
+    confirmed = "(m.status = 'confirmed') DESC, " if confirmed_first else ""
+    return await conn.fetch(
+        f"""
+        SELECT {MEMORY_COLUMNS}, left(v.content, {params.bind(excerpt_chars)}) AS excerpt
+        FROM {scoped.source} {CONTENT_JOIN}
+        WHERE {scoped.where}
+        ORDER BY {confirmed}m.updated_at DESC, m.id
+        LIMIT {params.bind(limit)}
+        """,
+        *params.values,
+    )
+
+
+async def changed_since(
+    conn: Reader, scope: Scope, since: datetime | None, limit: int, excerpt_chars: int
+) -> list[asyncpg.Record]:
+    """Memories the scope sees whose current status span opened at or after `since` (any time when
+    None), newest change first, ties broken by id; each with its change time (`changed_at`) and the
+    first `excerpt_chars` of its text. The scope says which statuses count as a change."""
+    params = Params()
+    scoped = build_scope(scope, params, memory="m")
+    after = f"AND s.recorded_from >= {params.bind(since)}" if since is not None else ""
+    return await conn.fetch(
+        f"""
+        SELECT {MEMORY_COLUMNS}, s.recorded_from AS changed_at, left(v.content, {params.bind(excerpt_chars)}) AS excerpt
+        FROM {scoped.source} {CONTENT_JOIN}
+        JOIN memory_states s ON s.memory_id = m.id AND s.recorded_to IS NULL
+        WHERE {scoped.where} {after}
+        ORDER BY s.recorded_from DESC, m.id
+        LIMIT {params.bind(limit)}
+        """,
+        *params.values,
+    )
+
+
+async def read_memories(conn: Reader, scope: Scope, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+    """Those of the memories the scope sees, by id (a successor the caller may read, say)."""
+    if not memory_ids:
+        return {}
+    params = Params()
+    wanted = params.bind(memory_ids)
+    scoped = build_scope(scope, params, memory="m")
+    rows = await conn.fetch(
+        f"SELECT {MEMORY_COLUMNS} FROM {scoped.source} WHERE m.id = ANY({wanted}::uuid[]) AND {scoped.where}",
+        *params.values,
+    )
+    return {row["id"]: row for row in rows}
+
+
+async def count_memories(conn: Reader, scope: Scope) -> int:
+    """How many memories the scope sees (the candidates awaiting review, say)."""
+    params = Params()
+    scoped = build_scope(scope, params, memory="m")
+    return int(await conn.fetchval(f"SELECT count(*) FROM {scoped.source} WHERE {scoped.where}", *params.values))

@@ -12,13 +12,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from mnemo.common.v1 import common_pb2
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import restore_request_context
 from mnemo_gateway.schemas import (
     AS_OF_DOC,
+    CONTEXT_BUDGET_DOC,
+    CONTEXT_TASK_DOC,
     INCLUDE_HISTORY_DOC,
     VALID_AT_DOC,
     WORKSPACE_DOC,
@@ -31,18 +32,19 @@ from mnemo_gateway.schemas import (
     WriteInput,
     describe,
 )
-from mnemo_platform import ALL_WORKSPACES, MnemoError, enum_label
+from mnemo_platform import ALL_WORKSPACES, MnemoError
+from mnemo_platform.labels import QUOTED_PROVENANCES
 
 T = TypeVar("T")
 
 INSTRUCTIONS = """\
 Mnemo is this project's long-term memory, shared by every coding session and agent.
-Search it (memory_search) at the start of a task and before decisions that past work may
-have settled; write to it (memory_write) when you learn something a future session would
-want: a decision and why, a convention, a pitfall, a fix that worked. When a remembered
-belief changes, supersede it (memory_supersede); when it was wrong, retract it
-(memory_retract). Each result carries a label saying its status, who wrote it and when:
-trust confirmed notes over harvested transcripts."""
+Read its briefing (memory_context) at the start of a session. Search it (memory_search) at
+the start of a task and before decisions that past work may have settled; write to it
+(memory_write) when you learn something a future session would want: a decision and why, a
+convention, a pitfall, a fix that worked. When a remembered belief changes, supersede it
+(memory_supersede); when it was wrong, retract it (memory_retract). Each result carries a
+label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts."""
 
 Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 
@@ -71,18 +73,6 @@ def _in_request(ctx: Context) -> Iterator[None]:
     request = ctx.request_context.request
     with restore_request_context(request.scope if request is not None else None):
         yield
-
-
-# Text an agent did not write itself for this project: shown to the model as quoted data.
-QUOTED_PROVENANCES = frozenset(
-    enum_label(common_pb2.Provenance, value)
-    for value in (
-        common_pb2.PROVENANCE_HARVESTED_SUMMARY,
-        common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT,
-        common_pb2.PROVENANCE_IMPORTED,
-        common_pb2.PROVENANCE_EXTRACTED,
-    )
-)
 
 
 def frame_quoted(value: Any) -> Any:
@@ -163,6 +153,23 @@ def build_mcp(operations: Operations) -> MCPServer:
                 provenance="agent",
             ),
         )
+
+    @server.tool()
+    async def memory_context(
+        ctx: Context,
+        task: Annotated[str, Field(description=CONTEXT_TASK_DOC)] = "",
+        budget: Annotated[int | None, Field(description=CONTEXT_BUDGET_DOC)] = None,
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Call this first, at the start of every session (and again after a long break): a short
+        briefing on this project from its memory, within a token budget. It lists the confirmed
+        and active decisions and conventions, global preferences, recent lessons, beliefs that
+        changed since the last session ("X, superseded by Y" or retracted: stop relying on X),
+        the last sessions and their outcomes, and how many candidates await review. Each line
+        carries its trust label and an id for memory_get; read `text`. Pass `task` when you know
+        what you are about to do, to add the memories most relevant to it."""
+        _refuse_wildcard(workspace, _url_workspace(ctx))
+        return await _run(ctx, lambda: operations.context(workspace, _url_workspace(ctx), budget, task))
 
     @server.tool()
     async def memory_search(

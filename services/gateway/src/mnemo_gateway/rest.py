@@ -14,6 +14,9 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.schemas import (
     AS_OF_DOC,
+    CONTEXT_BUDGET_DOC,
+    CONTEXT_SINCE_DOC,
+    CONTEXT_TASK_DOC,
     INCLUDE_HISTORY_DOC,
     VALID_AT_DOC,
     WORKSPACE_DOC,
@@ -209,6 +212,15 @@ def build_router(operations: Operations) -> APIRouter:
     async def add_workspace(body: WorkspaceInput) -> Any:
         result = await operations.add_workspace(body)
         return JSONResponse(result, status_code=201 if result["created"] else 200)
+
+    @router.get("/context", summary="The wake-up packet: a trust-labelled briefing within a token budget")
+    async def context(
+        workspace: WorkspaceParam = None,
+        budget: Annotated[int | None, Query(description=CONTEXT_BUDGET_DOC)] = None,
+        task: Annotated[str, Query(description=CONTEXT_TASK_DOC)] = "",
+        since: Annotated[datetime | None, Query(description=CONTEXT_SINCE_DOC)] = None,
+    ) -> dict[str, Any]:
+        return await operations.context(workspace, None, budget, task, since)
 
     @router.get("/status", summary="Counts, embedding queue and embedder state")
     async def status(workspace: WorkspaceParam = None) -> dict[str, Any]:

@@ -90,6 +90,16 @@ INCLUDE_HISTORY_DOC = (
 AS_OF_DOC = "Answer from what was recorded at this time (ISO 8601): the versions and statuses as they were then."
 VALID_AT_DOC = "Only beliefs that held in the world at this time (ISO 8601), by their valid_from/valid_to."
 
+CONTEXT_BUDGET_DOC = (
+    "Most tokens the packet may take, counted with the embedder's tokenizer (default 1500, "
+    "MNEMO_CONTEXT_DEFAULT_TOKENS; at most MNEMO_CONTEXT_MAX_TOKENS, 16000)."
+)
+CONTEXT_TASK_DOC = "What the session is about to do, if known: adds the memories a search for it finds."
+CONTEXT_SINCE_DOC = (
+    "Where 'changed since the last session' starts (ISO 8601); by default the start of the newest "
+    "harvested session of the workspace."
+)
+
 WORKSPACE_DOC = (
     "Workspace to use: its id, its name, or a path at or under its registered root. "
     "Defaults to the workspace in the MCP URL (?workspace=) or the server's default workspace."

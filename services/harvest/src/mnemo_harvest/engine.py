@@ -29,7 +29,14 @@ from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
 from mnemo_harvest.readers import reader_roots
-from mnemo_harvest.render import extract_marked, header, render_transcript, session_metadata, session_title
+from mnemo_harvest.render import (
+    extract_marked,
+    header,
+    render_transcript,
+    session_metadata,
+    session_outcome,
+    session_title,
+)
 from mnemo_harvest.settings import HarvestSettings
 from mnemo_harvest.sources import Record, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
@@ -282,17 +289,21 @@ class HarvestEngine:
         transcript = redact(render_transcript(session, self.max_content_bytes)).text
         content, summarizer, prompt_version, final, detail = transcript, TRANSCRIPT, "", True, ""
         provenance = common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT
+        # Redacted here like the transcript it is part of (ingest redacts metadata again).
+        outcome = redact(session_outcome(session)).text
         if self.summarizer is not None:
             try:
                 summary = await self.summarizer.summarize(transcript)
-                content = "\n".join(header(session)) + "\n" + redact(summary).text
+                summary = redact(summary).text
+                content = "\n".join(header(session)) + "\n" + summary
+                outcome = session_outcome(session, summary)
                 summarizer, prompt_version = self.summarizer.name, PROMPT_VERSION
                 provenance = common_pb2.PROVENANCE_HARVESTED_SUMMARY
             except SummaryFailed as exc:
                 final, detail = False, f"summary failed ({exc}); transcript kept, summary retried next run"
                 log.warning("session_summary_failed", agent=ref.agent, session_id=ref.key, error=str(exc))
         metadata = struct_pb2.Struct()
-        metadata.update(session_metadata(session))
+        metadata.update({**session_metadata(session), "outcome": outcome})
         request = ingest_pb.WriteMemoryRequest(
             workspace=workspace,
             kind=common_pb2.MEMORY_KIND_SESSION,

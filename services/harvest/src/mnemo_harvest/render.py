@@ -11,6 +11,8 @@ from mnemo_harvest.model import Session, Turn
 
 # An explicit line an agent or a human wrote to be remembered: "DECISION: use X because Y".
 _MARKED = re.compile(r"^\s*(?:[-*>]\s*)?\**(DECISION|LESSON)\**\s*:\s*(.+?)\s*$", re.MULTILINE)
+# A session's outcome, as the wake-up packet shows it (a line; the packet cuts it further to fit).
+MAX_OUTCOME_CHARS = 280
 MAX_TITLE_CHARS = 120
 
 
@@ -93,6 +95,20 @@ def extract_marked(session: Session) -> list[Extracted]:
                 item = Extracted(match.group(1).lower(), match.group(2).strip(), turn.role)
                 seen.setdefault((item.kind, item.text), item)
     return list(seen.values())
+
+
+def session_outcome(session: Session, summary: str | None = None) -> str:
+    """How the session ended, on one line, for the wake-up packet: a summary's first line (the
+    summarizer answers "what was the goal, and was it reached?" first), else the assistant's last
+    words. Both are part of the stored text, so the poisoning screen has read them."""
+    if summary is not None:
+        lines = [line.strip().lstrip("#*-0123456789. ").strip() for line in summary.splitlines()]
+        text = next((line for line in lines if line), "")
+    else:
+        said = [turn.text for turn in session.turns if turn.role == "assistant" and turn.text.strip()]
+        text = said[-1] if said else ""
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_OUTCOME_CHARS else text[: MAX_OUTCOME_CHARS - 1].rstrip() + "…"
 
 
 def session_metadata(session: Session) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from mnemo_platform import (
     enum_label,
     enum_value,
 )
+from mnemo_search import context as wake_up
 from mnemo_search.engine import LegHit, SearchEngine
 from mnemo_search.requests import (
     MAX_QUERY_CHARS,
@@ -58,6 +59,7 @@ from mnemo_store import memories as db
 from mnemo_wire import (
     TrustSettings,
     audit_message,
+    from_timestamp,
     memory_message,
     parse_memory_id,
     timestamp,
@@ -134,6 +136,31 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                     )
                 )
         return response
+
+    async def GetContext(self, request: pb.GetContextRequest, context: Any) -> pb.GetContextResponse:
+        budget = request.budget or self.settings.context_default_tokens
+        if not 0 < budget <= self.settings.context_max_tokens:
+            raise InvalidArgument(
+                f"budget must be between 1 and {self.settings.context_max_tokens} tokens "
+                f"(MNEMO_CONTEXT_MAX_TOKENS); got {request.budget}"
+            )
+        task = no_nul(request.task, "task")
+        if len(task) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"task is {len(task)} characters; at most {MAX_QUERY_CHARS}")
+        since = from_timestamp(request.since, request.HasField("since"))
+        ws = await resolve_for_read(self.pool, request.workspace, self.workspaces)
+        material = await wake_up.gather(self.pool, self.engine, self.trust, ws, task, since)
+        packed = wake_up.pack(self.embedder.count_tokens, budget, wake_up.header_lines(material), material)
+        return pb.GetContextResponse(
+            workspace=workspace_message(ws),
+            sections=packed.parts,
+            candidates=material.candidates,
+            since=timestamp(material.since),
+            text=packed.text,
+            tokens=packed.tokens,
+            budget=budget,
+            degraded=material.degraded,
+        )
 
     async def GetMemory(self, request: pb.GetMemoryRequest, context: Any) -> pb.GetMemoryResponse:
         memory_id = parse_memory_id(request.id)

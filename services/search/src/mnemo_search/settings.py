@@ -81,6 +81,18 @@ class SearchSettings:
         "A leg that takes longer is abandoned and reported in `degraded`.",
         parse_positive_float,
     )
+    context_default_tokens: int = setting(
+        "MNEMO_CONTEXT_DEFAULT_TOKENS",
+        1500,
+        "Token budget of a wake-up packet (memory_context) that names none, in the embedder's tokens.",
+        parse_positive_int,
+    )
+    context_max_tokens: int = setting(
+        "MNEMO_CONTEXT_MAX_TOKENS",
+        16000,
+        "Largest token budget a wake-up packet may ask for; a larger one is refused (INVALID_ARGUMENT).",
+        parse_positive_int,
+    )
 
     workspace_cache_s: float = setting(
         "MNEMO_WORKSPACE_CACHE_S",
@@ -92,6 +104,8 @@ class SearchSettings:
     def validate(self) -> None:
         if self.default_limit > self.max_limit:
             raise SettingsError("invalid configuration: MNEMO_SEARCH_DEFAULT_LIMIT exceeds MNEMO_SEARCH_MAX_LIMIT")
+        if self.context_default_tokens > self.context_max_tokens:
+            raise SettingsError("invalid configuration: MNEMO_CONTEXT_DEFAULT_TOKENS exceeds MNEMO_CONTEXT_MAX_TOKENS")
         if self.recency_weight > 1:
             raise SettingsError("invalid configuration: MNEMO_RECENCY_WEIGHT must be between 0 and 1")
         if self.hnsw_ef_search > HNSW_EF_SEARCH_MAX:

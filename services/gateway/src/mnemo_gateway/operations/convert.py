@@ -10,8 +10,10 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from mnemo.common.v1 import common_pb2
 from mnemo.harvest.v1 import harvest_service_pb2 as harvest_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.errors import CallError
 from mnemo_platform import enum_label
+from mnemo_platform.labels import memory_label
 
 
 def check_text(value: Any, field: str) -> None:
@@ -59,22 +61,11 @@ def iso(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToJsonString() if ts.seconds or ts.nanos else ""
 
 
-def label(memory: common_pb2.Memory) -> str:
-    """What an agent reads first: status, how it was made and what it is, when, who wrote it, where."""
-    status = enum_label(common_pb2.MemoryStatus, memory.status)
-    provenance = enum_label(common_pb2.Provenance, memory.provenance).replace("_", " ")
-    kind = enum_label(common_pb2.MemoryKind, memory.kind)
-    day = iso(memory.updated_at)[:10]
-    # Shown first, so no reader takes flagged text at face value.
-    flag = f"suspicious: {', '.join(memory.suspicious)} · " if memory.suspicious else ""
-    return f"[{flag}{status} · {provenance} {kind} · {day} · by {memory.author} in {memory.workspace_id}]"
-
-
 def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": memory.id,
         "workspace_id": memory.workspace_id,
-        "label": label(memory),
+        "label": memory_label(memory),
         "kind": enum_label(common_pb2.MemoryKind, memory.kind),
         "title": memory.title,
         "tags": list(memory.tags),
@@ -98,6 +89,56 @@ def memory_json(memory: common_pb2.Memory, with_content: bool = True) -> dict[st
     if with_content:
         data["content"] = memory.content
     return data
+
+
+def _context_item_json(item: search_pb.ContextItem) -> dict[str, Any]:
+    memory = item.memory
+    data: dict[str, Any] = {
+        "id": memory.id,
+        "workspace_id": memory.workspace_id,
+        "label": memory_label(memory),
+        "kind": enum_label(common_pb2.MemoryKind, memory.kind),
+        "status": enum_label(common_pb2.MemoryStatus, memory.status),
+        "provenance": enum_label(common_pb2.Provenance, memory.provenance),
+        "title": memory.title,
+        "updated_at": iso(memory.updated_at),
+        # "snippet", as search results call it: the MCP surface frames it as quoted data when it was recorded text.
+        "snippet": item.text,
+        "truncated": item.truncated,
+        "status_reason": memory.status_reason,
+        "line": item.line,
+    }
+    if item.HasField("successor"):
+        successor = item.successor
+        data["successor"] = {
+            "id": successor.id,
+            "label": memory_label(successor),
+            "title": successor.title,
+            "status": enum_label(common_pb2.MemoryStatus, successor.status),
+        }
+    return data
+
+
+def context_json(response: search_pb.GetContextResponse) -> dict[str, Any]:
+    """The wake-up packet: its sections as data, and `text`, the packet as an agent reads it."""
+    return {
+        "workspace": workspace_json(response.workspace),
+        "budget": response.budget,
+        "tokens": response.tokens,
+        "candidates": response.candidates,
+        "since": iso(response.since) or None,
+        "sections": [
+            {
+                "section": enum_label(search_pb.ContextSection, part.section),
+                "heading": part.heading,
+                "omitted": part.omitted,
+                "items": [_context_item_json(item) for item in part.items],
+            }
+            for part in response.sections
+        ],
+        "degraded": list(response.degraded),
+        "text": response.text,
+    }
 
 
 def written_json(response: Any) -> dict[str, Any]:

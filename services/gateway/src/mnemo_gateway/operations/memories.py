@@ -20,6 +20,7 @@ from mnemo_gateway.operations.base import OperationsBase
 from mnemo_gateway.operations.convert import (
     check_text,
     checked,
+    context_json,
     iso,
     memory_json,
     read_options,
@@ -205,6 +206,32 @@ class MemoryOperations(OperationsBase):
             "memories": [memory_json(m, with_content=False) for m in response.memories],
             "next_page_token": response.next_page_token,
         }
+
+    async def context(
+        self,
+        workspace: str | None,
+        url_workspace: str | None,
+        budget: int | None = None,
+        task: str = "",
+        since: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The wake-up packet; the search service checks the budget (it knows the configured maximum)."""
+        check_text(workspace, "workspace")
+        check_text(task, "task")
+        # Over gRPC 0 means the default; here the default is an omitted budget, and 0 is refused like
+        # any budget that is not a positive number of tokens.
+        if budget is not None and budget <= 0:
+            raise CallError.invalid(f"budget must be a positive number of tokens; got {budget}")
+        if budget is not None and budget >= 2**31:
+            raise CallError.invalid(f"budget {budget} is out of range")
+        request = search_pb.GetContextRequest(
+            workspace=self.workspace(workspace, url_workspace),
+            budget=budget or 0,
+            task=task,
+            since=timestamp(since),
+        )
+        response = await self._call(self.backends.search.GetContext, request)
+        return context_json(response)
 
     async def status(self, workspace: str | None, url_workspace: str | None = None) -> dict[str, Any]:
         check_text(workspace, "workspace")

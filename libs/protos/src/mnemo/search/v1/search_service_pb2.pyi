@@ -18,10 +18,27 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
     SEARCH_MODE_LEXICAL: _ClassVar[SearchMode]
     SEARCH_MODE_SEMANTIC: _ClassVar[SearchMode]
+
+class ContextSection(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTEXT_SECTION_UNSPECIFIED: _ClassVar[ContextSection]
+    CONTEXT_SECTION_TASK: _ClassVar[ContextSection]
+    CONTEXT_SECTION_CHANGED: _ClassVar[ContextSection]
+    CONTEXT_SECTION_DECISIONS: _ClassVar[ContextSection]
+    CONTEXT_SECTION_GLOBAL: _ClassVar[ContextSection]
+    CONTEXT_SECTION_LESSONS: _ClassVar[ContextSection]
+    CONTEXT_SECTION_SESSIONS: _ClassVar[ContextSection]
 SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
 SEARCH_MODE_LEXICAL: SearchMode
 SEARCH_MODE_SEMANTIC: SearchMode
+CONTEXT_SECTION_UNSPECIFIED: ContextSection
+CONTEXT_SECTION_TASK: ContextSection
+CONTEXT_SECTION_CHANGED: ContextSection
+CONTEXT_SECTION_DECISIONS: ContextSection
+CONTEXT_SECTION_GLOBAL: ContextSection
+CONTEXT_SECTION_LESSONS: ContextSection
+CONTEXT_SECTION_SESSIONS: ContextSection
 
 class SearchRequest(_message.Message):
     __slots__ = ("workspace", "query", "mode", "limit", "filter", "explain", "options")
@@ -306,3 +323,61 @@ class ListTokensResponse(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     tokens: _containers.RepeatedCompositeFieldContainer[_common_pb2.Token]
     def __init__(self, tokens: _Optional[_Iterable[_Union[_common_pb2.Token, _Mapping]]] = ...) -> None: ...
+
+class GetContextRequest(_message.Message):
+    __slots__ = ("workspace", "budget", "task", "since")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    budget: int
+    task: str
+    since: _timestamp_pb2.Timestamp
+    def __init__(self, workspace: _Optional[str] = ..., budget: _Optional[int] = ..., task: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ContextItem(_message.Message):
+    __slots__ = ("memory", "text", "truncated", "successor", "line")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    memory: _common_pb2.Memory
+    text: str
+    truncated: bool
+    successor: _common_pb2.Memory
+    line: str
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., text: _Optional[str] = ..., truncated: _Optional[bool] = ..., successor: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., line: _Optional[str] = ...) -> None: ...
+
+class ContextPart(_message.Message):
+    __slots__ = ("section", "heading", "items", "omitted")
+    SECTION_FIELD_NUMBER: _ClassVar[int]
+    HEADING_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
+    section: ContextSection
+    heading: str
+    items: _containers.RepeatedCompositeFieldContainer[ContextItem]
+    omitted: int
+    def __init__(self, section: _Optional[_Union[ContextSection, str]] = ..., heading: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., omitted: _Optional[int] = ...) -> None: ...
+
+class GetContextResponse(_message.Message):
+    __slots__ = ("workspace", "sections", "candidates", "since", "text", "tokens", "budget", "degraded")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    SECTIONS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    workspace: _common_pb2.Workspace
+    sections: _containers.RepeatedCompositeFieldContainer[ContextPart]
+    candidates: int
+    since: _timestamp_pb2.Timestamp
+    text: str
+    tokens: int
+    budget: int
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., sections: _Optional[_Iterable[_Union[ContextPart, _Mapping]]] = ..., candidates: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., budget: _Optional[int] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -42,6 +42,11 @@ class SearchServiceStub:
                 request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.SearchRequest.SerializeToString,
                 response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.SearchResponse.FromString,
                 _registered_method=True)
+        self.GetContext = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/GetContext',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetContextRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetContextResponse.FromString,
+                _registered_method=True)
         self.GetMemory = channel.unary_unary(
                 '/mnemo.search.v1.SearchService/GetMemory',
                 request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetMemoryRequest.SerializeToString,
@@ -102,6 +107,15 @@ class SearchServiceServicer:
 
     def Search(self, request, context):
         """Search finds memories by lexical and semantic similarity, fused by their rescaled scores.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetContext(self, request, context):
+        """GetContext packs the wake-up packet for the start of a session: the workspace's trusted
+        decisions and conventions, global preferences, recent lessons, beliefs changed since the last
+        session, the last sessions and the review queue, within a token budget.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -185,6 +199,11 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.SearchRequest.FromString,
                     response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.SearchResponse.SerializeToString,
             ),
+            'GetContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContext,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetContextRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetContextResponse.SerializeToString,
+            ),
             'GetMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMemory,
                     request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetMemoryRequest.FromString,
@@ -266,6 +285,33 @@ class SearchService:
             '/mnemo.search.v1.SearchService/Search',
             mnemo_dot_search_dot_v1_dot_search__service__pb2.SearchRequest.SerializeToString,
             mnemo_dot_search_dot_v1_dot_search__service__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/GetContext',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.GetContextRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.GetContextResponse.FromString,
             options,
             channel_credentials,
             insecure,
