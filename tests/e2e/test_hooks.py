@@ -90,8 +90,8 @@ async def test_a_hook_gives_up_on_a_mnemo_that_never_answers(silent_server: str,
 
 @pytest.fixture
 async def packet_server() -> AsyncIterator[tuple[str, list[str]]]:
-    """A stand-in for the wake-up endpoint (GET /api/v1/context → {"text": …}), built on branch `wake-up`
-    and not yet on this one: only its documented answer, so the hooks' output forms can be checked."""
+    """A stand-in for the wake-up endpoint (GET /api/v1/context → {"text": …}) with a fixed answer, so
+    each agent's output form can be checked to the byte; the real packet is the next test's."""
     seen: list[str] = []
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -126,14 +126,39 @@ async def test_session_start_prints_the_packet_in_each_agents_form(
     assert code == 0 and out == "## Decisions\n- [confirmed] We deploy on Tuesdays.\n", err
 
 
-async def test_session_start_against_a_real_gateway_never_fails(hash_stack: Stack, tmp_path: Path) -> None:
-    # Before the wake-up packet lands the gateway answers 404 and the hook says nothing; after, the packet.
+async def test_session_start_prints_the_real_packet_with_a_confirmed_decision_and_not_a_deleted_one(
+    hash_stack: Stack, tmp_path: Path
+) -> None:
+    import httpx
+
+    project = str(tmp_path)
+    async with httpx.AsyncClient(base_url=hash_stack.base_url, timeout=30, trust_env=False) as client:
+
+        async def write(content: str) -> str:
+            body = {"workspace": project, "content": content, "kind": "decision"}
+            response = await client.post("/api/v1/memories", json=body)
+            assert response.status_code == 201, response.text
+            return str(response.json()["memory"]["id"])
+
+        # The project is registered by its first use (local mode), as the agent's first call would.
+        kept = await write("We deploy the quokka service on Tuesdays only.")
+        confirmed = await client.post(f"/api/v1/memories/{kept}/confirm", json={"workspace": project})
+        assert confirmed.status_code == 200, confirmed.text
+        dropped = await write("We deploy the numbat service from the release branch.")
+        deleted = await client.delete(
+            f"/api/v1/memories/{dropped}", params={"workspace": project, "reason": "wrong branch"}
+        )
+        assert deleted.status_code == 200, deleted.text
+
     code, out, err = await hook(
-        "session-start", "--agent", "claude-code", payload=claude_start(str(tmp_path)), url=hash_stack.base_url
+        "session-start", "--agent", "claude-code", payload=claude_start(project), url=hash_stack.base_url
     )
     assert code == 0 and err == ""
-    if out:
-        assert json.loads(out)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    context = json.loads(out)["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart"
+    packet = context["additionalContext"]
+    assert "quokka service on Tuesdays" in packet and kept in packet and "confirmed" in packet
+    assert "numbat" not in packet and dropped not in packet
 
 
 def test_the_hook_path_loads_neither_protobuf_nor_grpc() -> None:
