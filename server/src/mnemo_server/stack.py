@@ -29,11 +29,22 @@ log = structlog.get_logger("mnemo.up")
 FREE_PORT = "127.0.0.1:0"
 
 
-def reserve_loopback_address() -> str:
-    """A free loopback port, known before its server starts, so the gateway can dial it early."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
+class PortReservation:
+    """A free loopback port, known before its server starts, so the gateway can dial it early.
+
+    The probing socket stays bound until `release()`, just before the service binds: while it is
+    held, no port-0 bind (the gateway's own, another test's stack) can be handed the same port.
+    """
+
+    def __init__(self) -> None:
+        self._socket: socket.socket | None = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._socket.getsockname()[1]}"
+
+    def release(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
 
 def _load_backends() -> dict[str, Any]:
@@ -144,9 +155,19 @@ class Stack:
     async def start(self) -> None:
         cfg = self.config
         grace = cfg.addresses.grace_s
-        ingest_addr = reserve_loopback_address() if cfg.ingest_addr == FREE_PORT else cfg.ingest_addr
-        search_addr = reserve_loopback_address() if cfg.search_addr == FREE_PORT else cfg.search_addr
-        harvest_addr = reserve_loopback_address() if cfg.harvest_addr == FREE_PORT else cfg.harvest_addr
+        held = {
+            name: PortReservation()
+            for name, addr in (("ingest", cfg.ingest_addr), ("search", cfg.search_addr), ("harvest", cfg.harvest_addr))
+            if addr == FREE_PORT
+        }
+        ingest_addr = held["ingest"].address if "ingest" in held else cfg.ingest_addr
+        search_addr = held["search"].address if "search" in held else cfg.search_addr
+        harvest_addr = held["harvest"].address if "harvest" in held else cfg.harvest_addr
+
+        def release(name: str) -> None:
+            if name in held:
+                held[name].release()
+
         # The services of one `mnemo up` share a process, hence one secret: generated unless given.
         self._auth_before = auth_state()
         secret = cfg.auth.internal_secret or (secrets.token_hex(32) if cfg.auth.enabled else "")
@@ -176,10 +197,12 @@ class Stack:
             self.ingest = parts["IngestApp"](
                 self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder, cfg.trust, cfg.content
             )
+            release("ingest")
             await self._start(self.ingest)
             self.search = parts["SearchApp"](
                 self.dsn, search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder, cfg.trust
             )
+            release("search")
             await self._start(self.search)
             self.harvest = parts["HarvestApp"](
                 self.dsn,
@@ -193,12 +216,16 @@ class Stack:
                 cfg.addresses.call_timeout_s,
                 cfg.content.max_content_bytes,
             )
+            release("harvest")
             await self._start(self.harvest)
             if cfg.auth.enabled:
                 self.bootstrap_token = await parts["bootstrap_admin_token"](self.dsn)
         except BaseException:
             await self.stop()
             raise
+        finally:
+            for reservation in held.values():
+                reservation.release()
 
     async def after_start(self) -> None:
         for component in self._started:
