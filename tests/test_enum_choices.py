@@ -31,8 +31,15 @@ ENUM_OPTIONS: dict[tuple[str, str], Any] = {
     ("hook session-start", "--agent"): harvest_service_pb2.Agent,
     ("hook session-end", "--agent"): harvest_service_pb2.Agent,
 }
-# Choices no proto enum lists: the services `serve` starts and the checkout's benchmarks.
-OTHER_CHOICES = {("serve", "service"), ("bench", "benchmark")}
+# Choices no proto enum lists: the services `serve` starts, the checkout's benchmarks and the
+# platforms `service` renders a unit for.
+OTHER_CHOICES = {
+    ("serve", "service"),
+    ("bench", "benchmark"),
+    ("service install", "--platform"),
+    ("service status", "--platform"),
+    ("service uninstall", "--platform"),
+}
 
 # How each option is given on a command line that is otherwise valid, and where its value lands.
 COMMAND_LINES: dict[tuple[str, str], tuple[list[str], str]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +22,7 @@ from mnemo_embed.local import LocalEmbedder
 from mnemo_search import context as wake_up
 from mnemo_search.context import one_line
 from mnemo_store import WorkspaceRow
-from tests.helpers import Clients, table_counts
+from tests.helpers import Clients, Postgres, start_stack, table_counts
 
 # Words used nowhere else in the suite, so that a packet's text can be searched for them.
 OWN, FOREIGN = "wombatfjord", "capybarrow"
@@ -61,10 +62,21 @@ def _shown(response: pb.GetContextResponse) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-async def briefing(hash_clients: Clients) -> Briefing:
+async def context_clients(postgres: Postgres) -> AsyncIterator[Clients]:
+    """A stack of this module's own: the briefing writes to `global`, which every workspace reads,
+    so on the shared stack its note would turn up in other modules' searches."""
+    stack = await start_stack(await postgres.create_database("context"), HashEmbedder(64))
+    clients = Clients(stack)
+    yield clients
+    await clients.close()
+    await stack.stop()
+
+
+@pytest.fixture(scope="module")
+async def briefing(context_clients: Clients) -> Briefing:
     """A workspace with something for every section, corrections made after its last session
     started, a candidate, a deleted memory; and a second workspace with material of its own."""
-    c = hash_clients
+    c = context_clients
     ws, other = (await c.workspace()).id, (await c.workspace()).id
     ids: dict[str, str] = {}
 
@@ -112,10 +124,10 @@ async def briefing(hash_clients: Clients) -> Briefing:
 
 
 async def test_the_packet_holds_every_section_each_item_labelled_with_its_id(
-    hash_clients: Clients, briefing: Briefing
+    context_clients: Clients, briefing: Briefing
 ) -> None:
     b = briefing
-    response = await _context(hash_clients, b.ws)
+    response = await _context(context_clients, b.ws)
     sections = _sections(response)
     assert list(sections) == ["changed", "decisions", "global", "lessons", "sessions"]
     # Confirmed first, then the active ones, newest first.
@@ -144,10 +156,10 @@ async def test_the_packet_holds_every_section_each_item_labelled_with_its_id(
 
 
 async def test_corrected_memories_are_never_shown_as_current_their_successors_are(
-    hash_clients: Clients, briefing: Briefing
+    context_clients: Clients, briefing: Briefing
 ) -> None:
     b = briefing
-    response = await _context(hash_clients, b.ws)
+    response = await _context(context_clients, b.ws)
     sections = _sections(response)
     current = {i for name, found in sections.items() if name != "changed" for i in found}
     # Positive controls: the successor is current, and the change is reported with it.
@@ -166,64 +178,64 @@ async def test_corrected_memories_are_never_shown_as_current_their_successors_ar
     assert "Leaked secret" not in response.text and "leaked password" not in response.text
     assert "Jenkins" not in "\n".join(i.line for p in response.sections if p.section != 2 for i in p.items)
     # A deleted memory stays out of a task's search too, while its live neighbour is found.
-    focused = await _context(hash_clients, b.ws, task=f"{OWN} leaked password note")
+    focused = await _context(context_clients, b.ws, task=f"{OWN} leaked password note")
     assert b.ids["deleted"] not in _shown(focused) and "leaked password" not in focused.text
     assert _sections(focused).get("task")
 
 
-async def test_since_moves_the_changed_section(hash_clients: Clients, briefing: Briefing) -> None:
+async def test_since_moves_the_changed_section(context_clients: Clients, briefing: Briefing) -> None:
     b = briefing
-    later = await _context(hash_clients, b.ws, since=_ts(datetime.now(UTC) + timedelta(minutes=1)))
+    later = await _context(context_clients, b.ws, since=_ts(datetime.now(UTC) + timedelta(minutes=1)))
     assert "changed" not in _sections(later)
     # Positive control: from before the corrections, both changes are there.
-    earlier = await _context(hash_clients, b.ws, since=_ts(b.session_start))
+    earlier = await _context(context_clients, b.ws, since=_ts(b.session_start))
     assert set(_sections(earlier)["changed"]) == {b.ids["old"], b.ids["wrong"]}
 
 
-async def test_a_task_adds_what_a_search_for_it_finds_once(hash_clients: Clients, briefing: Briefing) -> None:
+async def test_a_task_adds_what_a_search_for_it_finds_once(context_clients: Clients, briefing: Briefing) -> None:
     b = briefing
-    response = await _context(hash_clients, b.ws, task="integration tests warm cache")
+    response = await _context(context_clients, b.ws, task="integration tests warm cache")
     sections = _sections(response)
     assert sections["task"][0] == b.ids["lesson"]
     assert "lessons" not in sections  # shown once, in the task's section
     assert response.text.index("## Relevant to your task") < response.text.index("## Decisions and conventions")
     # Positive control: without a task there is no such section, and the lesson is under lessons.
-    plain = _sections(await _context(hash_clients, b.ws))
+    plain = _sections(await _context(context_clients, b.ws))
     assert "task" not in plain and plain["lessons"] == [b.ids["lesson"]]
     # A global memory found for the task says it is global's (the brief label leaves workspaces out).
-    shared = await _context(hash_clients, b.ws, task="prefers short commit messages")
+    shared = await _context(context_clients, b.ws, task="prefers short commit messages")
     line = next(i.line for p in shared.sections for i in p.items if i.memory.id == b.ids["global"])
     assert _sections(shared)["task"][0] == b.ids["global"] and "] (global) The user prefers" in line
-    whole = await _context(hash_clients, b.ws)
+    whole = await _context(context_clients, b.ws)
     assert "(global)" not in whole.text  # under its own heading it needs no mark
 
 
-async def test_the_packet_honours_the_workspace_wall(hash_clients: Clients, briefing: Briefing) -> None:
+async def test_the_packet_honours_the_workspace_wall(context_clients: Clients, briefing: Briefing) -> None:
     b = briefing
-    own = await _context(hash_clients, b.ws, task=f"{FOREIGN} deploy Fridays cache")
+    own = await _context(context_clients, b.ws, task=f"{FOREIGN} deploy Fridays cache")
     assert FOREIGN not in own.text and not {b.ids["foreign"], b.ids["foreign_lesson"]} & _shown(own)
     assert {item.memory.workspace_id for p in own.sections for item in p.items} <= {b.ws, "global"}
     # Positive control: the other workspace's packet holds its own, and none of this one's.
-    theirs = await _context(hash_clients, b.other)
+    theirs = await _context(context_clients, b.other)
     assert {b.ids["foreign"], b.ids["foreign_lesson"]} <= _shown(theirs)
     assert OWN not in theirs.text.replace(b.ids["global"], "").split("## Global preferences")[0]
     assert theirs.candidates == 0
 
 
-async def test_the_same_state_gives_the_same_packet(hash_clients: Clients, briefing: Briefing) -> None:
-    first = await _context(hash_clients, briefing.ws, budget=400)
-    second = await _context(hash_clients, briefing.ws, budget=400)
+async def test_the_same_state_gives_the_same_packet(context_clients: Clients, briefing: Briefing) -> None:
+    first = await _context(context_clients, briefing.ws, budget=400)
+    second = await _context(context_clients, briefing.ws, budget=400)
     assert first == second and first.text
 
 
 @pytest.mark.parametrize("budget", [1, 8, 20, 40, 60, 90, 150, 300, 700, 16000])
 async def test_no_budget_is_exceeded_and_a_bigger_one_shows_no_less(
-    hash_clients: Clients, briefing: Briefing, budget: int
+    context_clients: Clients, briefing: Briefing, budget: int
 ) -> None:
-    response = await _context(hash_clients, briefing.ws, budget=budget)
+    response = await _context(context_clients, briefing.ws, budget=budget)
     count = HashEmbedder().count_tokens
     assert response.tokens == count(response.text) <= budget
-    bigger = await _context(hash_clients, briefing.ws, budget=min(budget * 2, 16000))
+    bigger = await _context(context_clients, briefing.ws, budget=min(budget * 2, 16000))
     assert len(_shown(bigger)) >= len(_shown(response))
     for part in response.sections:
         assert part.omitted >= 0
@@ -236,25 +248,25 @@ async def test_no_budget_is_exceeded_and_a_bigger_one_shows_no_less(
 
 @pytest.mark.parametrize("budget", [-1, -(2**31), 16001, 2**31 - 1])
 async def test_a_bad_budget_is_invalid_argument_and_writes_nothing(
-    hash_clients: Clients, briefing: Briefing, budget: int
+    context_clients: Clients, briefing: Briefing, budget: int
 ) -> None:
-    before = await table_counts(hash_clients.stack.dsn)
+    before = await table_counts(context_clients.stack.dsn)
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await _context(hash_clients, briefing.ws, budget=budget)
+        await _context(context_clients, briefing.ws, budget=budget)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "budget must be between 1 and 16000 tokens" in (refused.value.details() or "")
-    assert await table_counts(hash_clients.stack.dsn) == before
+    assert await table_counts(context_clients.stack.dsn) == before
     # Positive control: the largest budget allowed, and the default (0), are answered.
-    assert (await _context(hash_clients, briefing.ws, budget=16000)).budget == 16000
-    assert (await _context(hash_clients, briefing.ws, budget=0)).budget == 1500
+    assert (await _context(context_clients, briefing.ws, budget=16000)).budget == 16000
+    assert (await _context(context_clients, briefing.ws, budget=0)).budget == 1500
 
 
-async def test_an_unknown_workspace_is_not_found_and_a_new_one_gets_an_empty_packet(hash_clients: Clients) -> None:
+async def test_an_unknown_workspace_is_not_found_and_a_new_one_gets_an_empty_packet(context_clients: Clients) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await _context(hash_clients, f"nowhere-{uuid.uuid4().hex[:6]}")
+        await _context(context_clients, f"nowhere-{uuid.uuid4().hex[:6]}")
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-    ws = (await hash_clients.workspace()).id
-    empty = await _context(hash_clients, ws)
+    ws = (await context_clients.workspace()).id
+    empty = await _context(context_clients, ws)
     assert empty.candidates == 0 and not empty.HasField("since")
     assert "# Mnemo wake-up: workspace" in empty.text and "Review queue: 0 candidate memories" in empty.text
     assert {p.section for p in empty.sections} <= {pb.CONTEXT_SECTION_GLOBAL}
@@ -281,9 +293,9 @@ MEMORIES = st.lists(st.tuples(TEXTS, TEXTS, KINDS, PROVENANCES, ACTIONS), max_si
     task=st.one_of(st.just(""), TEXTS),
 )
 async def test_for_any_state_and_budget_the_packet_fits(
-    hash_clients: Clients, memories: list[tuple[str, str, int, int, str]], budgets: list[int], task: str
+    context_clients: Clients, memories: list[tuple[str, str, int, int, str]], budgets: list[int], task: str
 ) -> None:
-    c = hash_clients
+    c = context_clients
     ws = (await c.workspace()).id
     written: dict[str, str] = {}
     for title, content, kind, provenance, action in memories:
