@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +118,8 @@ async def test_an_export_imported_into_a_fresh_instance_answers_as_the_original(
 
     history = await src.search.GetHistory(search_pb.GetHistoryRequest(workspace=ws, id=updated.id))
     first = history.versions[0]
-    # A time while version 1 was the recorded one: between its start and the update.
-    between = (
-        first.recorded_from.ToDatetime(UTC)
-        + (first.recorded_to.ToDatetime(UTC) - first.recorded_from.ToDatetime(UTC)) / 2
-    )
+    # Just before the update: version 1 still recorded, every note written (they came first), none corrected.
+    between = first.recorded_to.ToDatetime(UTC) - timedelta(microseconds=1)
 
     export = tmp_path / "mnemo.jsonl"
     code, out, err = await mnemo(pair.source, "export", "-w", ws, "-o", str(export))
