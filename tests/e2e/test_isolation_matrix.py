@@ -542,7 +542,6 @@ def _grpc_probes(m: Matrix, wall: Walled) -> dict[str, tuple[Callable[..., Any],
     }
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=PAIR_IDS)
 def _exported(search: Any) -> Any:
     """ExportMemories as a unary call: its records, read to the end (a refusal comes with the first read)."""
 
@@ -552,6 +551,7 @@ def _exported(search: Any) -> Any:
     return call
 
 
+@pytest.mark.parametrize("pair", PAIRS, ids=PAIR_IDS)
 async def test_grpc_walls(matrix: Matrix, pair: tuple[int, int]) -> None:
     m = matrix
     caller, target = m.walls[pair[0]], m.walls[pair[1]]
