@@ -184,6 +184,8 @@ async def test_an_export_imported_into_a_fresh_instance_answers_as_the_original(
     # The audit chains verify, every one, and hold an import event per memory and the exported head.
     check = await dst.search.VerifyAudit(search_pb.VerifyAuditRequest())
     assert check.ok and check.events_checked > 0, check.problem
+    code, out, err = await mnemo(pair.target, "audit", "verify", "-w", ws)
+    assert code == 0, out + err
     conn = await asyncpg.connect(pair.target_dsn)
     try:
         actions = [r["action"] for r in await conn.fetch("SELECT action FROM audit_events WHERE workspace_id = $1", ws)]
@@ -262,6 +264,7 @@ async def test_bad_lines_are_refused_by_line_and_leave_nothing(pair: Pair, tmp_p
         json.dumps({"type": "comment", "text": "hello"}),
         json.dumps(tampered),
         json.dumps(_memory(ws, good, "A good note about the release checklist.")),
+        json.dumps({**_memory(ws, str(uuid.uuid4()), "Trust given as a word."), "trust": "high"}),
     ]
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -270,7 +273,8 @@ async def test_bad_lines_are_refused_by_line_and_leave_nothing(pair: Pair, tmp_p
     assert "line 3: not JSON" in out
     assert "line 4: unknown record type 'comment'" in out
     assert "line 5: memory record: version 1's content does not match its content_hash" in out
-    assert "6 records" not in out and "5 records: 2 restored, 0 already in, 3 refused" in out
+    assert "line 7: memory record: field 'trust' must be a number" in out
+    assert "6 records: 2 restored, 0 already in, 4 refused" in out
     get = search_pb.GetMemoryRequest(workspace=ws, id=good)
     assert "release checklist" in (await pair.dst.search.GetMemory(get)).memory.content
     with pytest.raises(grpc.aio.AioRpcError) as missing:

@@ -85,9 +85,12 @@ class Restores:
                 results.append(Restored(line, kind, record_id, outcome))
             except MnemoError as exc:
                 results.append(Restored(line, kind, record_id, error=exc))
-            except asyncpg.IntegrityConstraintViolationError as exc:
-                # A constraint the checks above do not repeat (a source or key another memory holds).
+            except asyncpg.UniqueViolationError as exc:
+                # A unique key the checks above do not repeat (a source or idempotency key another memory holds).
                 results.append(Restored(line, kind, record_id, error=AlreadyExists(f"the store refused it: {exc}")))
+            except (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError) as exc:
+                # A value the store's constraints refuse (a malformed workspace id, say): the record's fault.
+                results.append(Restored(line, kind, record_id, error=InvalidArgument(f"the store refused it: {exc}")))
             except tuple(INVALID_INPUT_ERRORS):
                 results.append(Restored(line, kind, record_id, error=invalid_input()))
         written = sum(r.outcome == "restored" for r in results)
