@@ -373,6 +373,7 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_grpc_walls",
     ),
     f"{SEARCH}.ListTokens": ("test_token_rpcs_are_admin_only", "test_grpc_walls"),
+    f"{SEARCH}.ExportMemories": ("test_token_rpcs_are_admin_only", "test_grpc_walls"),
     f"{HARVEST}.Status": ("test_harvest_status_and_sources", "test_mcp_walls", "test_grpc_walls"),
     f"{HARVEST}.ListSources": ("test_harvest_status_and_sources", "test_grpc_walls"),
 }
@@ -392,6 +393,7 @@ GRPC_KINDS = {
     f"{SEARCH}.VerifyAudit": "scoped",
     f"{SEARCH}.Authenticate": "admin",
     f"{SEARCH}.ListTokens": "admin",
+    f"{SEARCH}.ExportMemories": "admin",
     f"{HARVEST}.Status": "filtered",
     f"{HARVEST}.ListSources": "filtered",
 }
@@ -410,6 +412,7 @@ REST_READS = {
     "GET /api/v1/harvest/sources",
     "GET /api/v1/tokens",
     "GET /api/v1/context",
+    "GET /api/v1/export",
 }
 MCP_READS = {
     "memory_search",
@@ -524,6 +527,8 @@ def _grpc_probes(m: Matrix, wall: Walled) -> dict[str, tuple[Callable[..., Any],
         ),
         f"{SEARCH}.Authenticate": (s.Authenticate, spb.AuthenticateRequest(token=wall.token), lambda r: False),
         f"{SEARCH}.ListTokens": (s.ListTokens, spb.ListTokensRequest(), lambda r: False),
+        # A streaming RPC: the probe reads the whole stream, where the refusal comes.
+        f"{SEARCH}.ExportMemories": (_exported(s), spb.ExportMemoriesRequest(workspace=ws), lambda r: False),
         f"{HARVEST}.Status": (
             h.Status,
             hpb.StatusRequest(),
@@ -535,6 +540,15 @@ def _grpc_probes(m: Matrix, wall: Walled) -> dict[str, tuple[Callable[..., Any],
             lambda r: [x.session_id for x in r.sources] == [wall.session_id],
         ),
     }
+
+
+def _exported(search: Any) -> Any:
+    """ExportMemories as a unary call: its records, read to the end (a refusal comes with the first read)."""
+
+    async def call(request: spb.ExportMemoriesRequest, metadata: Any = None) -> list[Any]:
+        return [record async for record in search.ExportMemories(request, metadata=metadata)]
+
+    return call
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=PAIR_IDS)
@@ -1090,6 +1104,7 @@ def _read_routes(m: Matrix) -> list[tuple[str, str, Any, Any]]:
         ("GET", "/api/v1/harvest/sources", None, None),
         ("GET", "/api/v1/tokens", None, None),
         ("GET", "/api/v1/context", None, None),
+        ("GET", "/api/v1/export", None, None),
     ]
     shapes = {f"{method} {re.sub(r'[0-9a-f-]{36}', '{memory_id}', path)}" for method, path, _, _ in routes}
     assert shapes == REST_READS
@@ -1131,7 +1146,8 @@ async def test_unknown_or_malformed_tokens_are_unauthenticated(matrix: Matrix) -
     # Positive control: the real token reads every route but the admin's token list.
     for method, path, body, params in _read_routes(m):
         response = await m.rest(real, method, path, body, params)
-        assert response.status_code == (403 if path == "/api/v1/tokens" else 200), (path, response.text)
+        admin_only = path in ("/api/v1/tokens", "/api/v1/export")
+        assert response.status_code == (403 if admin_only else 200), (path, response.text)
 
 
 async def test_a_revoked_token_reads_nothing(matrix: Matrix) -> None:
@@ -1162,10 +1178,14 @@ async def test_token_rpcs_are_admin_only(matrix: Matrix, caller_index: int) -> N
     assert _error(made)[:2] == (403, "PERMISSION_DENIED")
     revoke = await m.rest(caller.token, "DELETE", f"/api/v1/tokens/{m.walls[(caller_index + 1) % N].token_id}")
     assert _error(revoke)[:2] == (403, "PERMISSION_DENIED")
-    m.assert_clean(caller.index, listed.text + made.text + revoke.text, "tokens", identity=False)
-    # Positive control: the admin lists them, secrets never included.
+    exported = await m.rest(caller.token, "GET", "/api/v1/export", None, {"workspace": caller.id})
+    assert _error(exported)[:2] == (403, "PERMISSION_DENIED")
+    m.assert_clean(caller.index, listed.text + made.text + revoke.text + exported.text, "tokens", identity=False)
+    # Positive control: the admin lists them, secrets never included; the admin exports the caller's workspace.
     tokens = (await m.ok(m.admin, "GET", "/api/v1/tokens"))["tokens"]
     assert caller.token_id in {t["id"] for t in tokens} and all("secret" not in t for t in tokens)
+    export = await m.rest(m.admin, "GET", "/api/v1/export", None, {"workspace": caller.id})
+    assert export.status_code == 200 and caller.keyword in export.text
 
 
 # -- MCP: the tools an agent has, with its token, for every other workspace ---------------------------

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from mnemo_cli.agents import AGENTS as HOOK_AGENTS
-from mnemo_cli.commands import admin, harvest, imports, memory, operations, running
+from mnemo_cli.commands import admin, harvest, imports, memory, operations, running, transfer
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -170,10 +170,21 @@ def build_parser() -> Parser:
     write.set_defaults(func=memory.cmd_write)
 
     imports_ = _with_common(
-        sub.add_parser("import", help="write every memory of a JSON-lines file (one write body a line); resumable")
+        sub.add_parser(
+            "import",
+            help="write every memory of a JSON-lines file (one write body a line), or restore a `mnemo export` "
+            "file whole; resumable",
+        )
     )
     imports_.add_argument("file", help="the .jsonl file; `-` reads stdin")
     imports_.set_defaults(func=imports.cmd_import)
+
+    export = sub.add_parser(
+        "export", help="write memories with their whole history as an export file (admin; docs/export-format.md)"
+    )
+    export.add_argument("-w", "--workspace", help="only this workspace (id, name or path); every workspace by default")
+    export.add_argument("-o", "--output", help="the file to write; stdout by default")
+    export.set_defaults(func=transfer.cmd_export)
 
     update = _with_common(sub.add_parser("update", help="store a new version of a memory"))
     update.add_argument("id")

@@ -78,9 +78,11 @@ ROUTES = [
     ("GET", "/workspaces"),
     ("GET", "/status"),
     ("GET", "/context"),
+    ("GET", "/export"),
+    ("POST", "/export:restore"),
 ]
-# A harvest run and a rescan of every memory are streamed and slow: a few examples each, not dozens.
-STREAMING = [("POST", "/harvest/run"), ("POST", "/redact/rescan")]
+# A harvest run, a rescan and an export of every memory are streamed and slow: a few examples each, not dozens.
+STREAMING = [("POST", "/harvest/run"), ("POST", "/redact/rescan"), ("GET", "/export")]
 ORDINARY = [route for route in ROUTES if route not in STREAMING]
 BODY_ROUTES = [route for route in ROUTES if route[0] in ("POST", "PATCH")]
 SCHEMATHESIS_EXAMPLES = 20

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_cli.commands.common import client, workspace_ref
+from mnemo_cli.commands.transfer import cmd_restore, is_export
 from mnemo_cli.output import print_json, progress_bar
 
 # Well under the server's 1,000: a batch is one transaction, and the bar moves per batch.
@@ -55,6 +56,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"mnemo: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
+    if lines and is_export(lines[0][1]):
+        # A file `mnemo export` wrote: restored whole, with its history (docs/export-format.md).
+        return cmd_restore(args, lines)
     counts = {"written": 0, "already in": 0, "refused": 0}
     refused: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []

@@ -19,8 +19,9 @@ T = TypeVar("T")
 INGEST = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"]
 SEARCH = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]
 HARVEST = harvest_service_pb2.DESCRIPTOR.services_by_name["HarvestService"]
-# A first harvest of a machine with thousands of sessions, or a redaction rescan of every
-# memory, takes a while; both stream progress.
+# A first harvest of a machine with thousands of sessions, a redaction rescan of every memory, or
+# an export of them all, takes a while; each streams. A restore call writes up to 1,000 records,
+# each with its whole history, in a transaction of its own.
 LONG_RUN_TIMEOUT_S = 3600.0
 
 
@@ -29,9 +30,14 @@ class Backends:
 
     def __init__(self, ingest_target: str, search_target: str, timeout_s: float, harvest_target: str = "") -> None:
         self._ingest_channel = open_channel(
-            ingest_target, INGEST, timeout_s, method_timeouts={"RescanRedactions": LONG_RUN_TIMEOUT_S}
+            ingest_target,
+            INGEST,
+            timeout_s,
+            method_timeouts={"RescanRedactions": LONG_RUN_TIMEOUT_S, "RestoreMemories": LONG_RUN_TIMEOUT_S},
         )
-        self._search_channel = open_channel(search_target, SEARCH, timeout_s)
+        self._search_channel = open_channel(
+            search_target, SEARCH, timeout_s, method_timeouts={"ExportMemories": LONG_RUN_TIMEOUT_S}
+        )
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
         self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
         self.targets = {"ingest": ingest_target, "search": search_target}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -28,6 +28,7 @@ from mnemo_gateway.schemas import (
     PurgeInput,
     ReasonInput,
     RescanInput,
+    RestoreInput,
     SearchInput,
     SupersedeInput,
     TokenInput,
@@ -56,9 +57,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _ndjson(stream: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
-    """One JSON line per streamed item. The first item is awaited here, so an error before the
-    stream starts (bad input, a service down) is a proper 4xx/5xx JSON response, not a broken stream."""
+async def _ndjson(stream: AsyncIterator[Any], encode: Callable[[Any], str] = json.dumps) -> StreamingResponse:
+    """One JSON line per streamed item (`encode` makes it text; the export's items are JSON already).
+    The first item is awaited here, so an error before the stream starts (bad input, a service
+    down, a caller not allowed) is a proper 4xx/5xx JSON response, not a broken stream."""
     try:
         first = await anext(stream)
     except StopAsyncIteration:
@@ -66,9 +68,9 @@ async def _ndjson(stream: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
 
     async def lines() -> AsyncIterator[bytes]:
         if first is not None:
-            yield (json.dumps(first) + "\n").encode()
+            yield (encode(first) + "\n").encode()
         async for item in stream:
-            yield (json.dumps(item) + "\n").encode()
+            yield (encode(item) + "\n").encode()
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
@@ -178,6 +180,21 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/redact/rescan", summary="Re-apply the redaction rules to stored memories; one JSON line per memory")
     async def redact_rescan(body: RescanInput) -> StreamingResponse:
         return await _ndjson(operations.redact_rescan(body.workspace, body.dry_run))
+
+    @router.get(
+        "/export",
+        summary="Export memories with their whole history (admin); NDJSON in the export format, header first",
+    )
+    async def export(
+        workspace: Annotated[
+            str | None, Query(description="One workspace (id, name or root path); every workspace when omitted.")
+        ] = None,
+    ) -> StreamingResponse:
+        return await _ndjson(operations.export(workspace), encode=str)
+
+    @router.post("/export:restore", summary="Write an export's records back (admin); each answered in order")
+    async def restore_export(body: RestoreInput) -> dict[str, Any]:
+        return await operations.restore_export(body)
 
     @router.get("/harvest/status", summary="Harvest status per agent: seen, harvested, skipped (why), failed")
     async def harvest_status() -> dict[str, Any]:

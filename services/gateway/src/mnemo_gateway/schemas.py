@@ -140,6 +140,23 @@ class BatchInput(_Body):
     workspace: WorkspaceRef = Field(None, description="The workspace of every item that names none. " + WORKSPACE_DOC)
 
 
+class ExportLine(_Body):
+    line: int = Field(..., ge=1, le=2**62, description="The line's number in the export file, from 1.")
+    record: str = Field(..., description="The line itself: one JSON record of the export format.")
+
+
+class RestoreInput(_Body):
+    header: str = Field(..., description="The export file's first line (its format, version and workspaces).")
+    records: list[ExportLine] = Field(
+        ...,
+        max_length=MAX_BATCH_ITEMS,
+        description=(
+            f"Up to {MAX_BATCH_ITEMS} lines after the header, in file order; each is answered on its own, in order "
+            "(docs/export-format.md)."
+        ),
+    )
+
+
 class UpdateInput(_Body):
     content: str = Field(description="The new full text; the previous version stays in the history.")
     title: str | None = Field(None, description="A new title; unchanged when omitted.")

@@ -14,6 +14,7 @@ from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.admin import Admin
 from mnemo_ingest.corrections import Corrections
 from mnemo_ingest.rescan import Rescan, RescanSummary
+from mnemo_ingest.restore import MAX_RECORDS, Restored, Restores, check_header
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
@@ -46,6 +47,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.corrections = Corrections(pool, steps)
         self.admin = Admin(pool)
         self.rescan = Rescan(pool, steps)
+        self.restores = Restores(pool, steps)
 
     def _memory(self, row: asyncpg.Record) -> Any:
         return memory_message(row, with_content=True, trust=self.trust)
@@ -77,6 +79,14 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             )
         outcome = enum_value(pb.WriteOutcome, result.outcome, "outcome")
         return pb.WriteResult(memory=self._memory(result.memory), outcome=outcome)
+
+    async def RestoreMemories(self, request: pb.RestoreMemoriesRequest, context: Any) -> pb.RestoreMemoriesResponse:
+        if len(request.records) > MAX_RECORDS:
+            raise InvalidArgument(f"{len(request.records)} records in one call; at most {MAX_RECORDS}")
+        header = check_header(request.header)
+        with self.activity.writing():
+            results = await self.restores.restore(header, [(r.line, r.record) for r in request.records])
+        return pb.RestoreMemoriesResponse(results=[_restored(r) for r in results])
 
     async def UpdateMemory(self, request: pb.UpdateMemoryRequest, context: Any) -> pb.UpdateMemoryResponse:
         memory_id = parse_memory_id(request.id)
@@ -172,3 +182,19 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
 
     async def RevokeToken(self, request: pb.RevokeTokenRequest, context: Any) -> pb.RevokeTokenResponse:
         return pb.RevokeTokenResponse(token=token_message(await self.admin.revoke_token(request.id)))
+
+
+def _restored(result: Restored) -> pb.RestoreResult:
+    """One record's answer; an error names the record's line, as every message about a file does."""
+    answer = pb.RestoreResult(line=result.line, type=result.type, id=result.id)
+    if result.error is not None:
+        answer.error.CopyFrom(
+            pb.ItemError(
+                code=result.error.code.name,
+                reason=result.error.reason,
+                message=f"line {result.line}: {result.error.message}",
+            )
+        )
+    elif result.outcome is not None:
+        answer.outcome = enum_value(pb.RestoreOutcome, result.outcome, "outcome")
+    return answer

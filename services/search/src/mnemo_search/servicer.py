@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from mnemo_platform import (
 )
 from mnemo_search import context as wake_up
 from mnemo_search.engine import LegHit, SearchEngine
+from mnemo_search.export import export_records
 from mnemo_search.requests import (
     MAX_QUERY_CHARS,
     event_cursor,
@@ -288,6 +290,19 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             broken_workspace_id=check.broken_workspace_id or "",
             problem=check.problem,
         )
+
+    async def ExportMemories(
+        self, request: pb.ExportMemoriesRequest, context: Any
+    ) -> AsyncIterator[pb.ExportMemoriesResponse]:
+        if request.workspace:
+            ws = await resolve_for_read(self.pool, request.workspace)
+            workspace_ids: list[str] | None = [ws.id]
+            scope = ws.id
+        else:
+            require_everywhere("exporting every workspace")
+            workspace_ids, scope = None, "*"
+        async for record in export_records(self.pool, workspace_ids, scope):
+            yield pb.ExportMemoriesResponse(record=record)
 
     async def Authenticate(self, request: pb.AuthenticateRequest, context: Any) -> pb.AuthenticateResponse:
         # Its least role is admin: only a service holding the internal secret (the gateway) acts as

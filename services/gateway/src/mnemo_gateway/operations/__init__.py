@@ -9,9 +9,10 @@ from mnemo_gateway.operations.admin import AdminOperations
 from mnemo_gateway.operations.corrections import CorrectionOperations
 from mnemo_gateway.operations.harvest import HarvestOperations
 from mnemo_gateway.operations.memories import MemoryOperations
+from mnemo_gateway.operations.transfer import TransferOperations
 
 
-class Operations(MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations):
+class Operations(MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations, TransferOperations):
     """The gateway's operations; each is exactly one gRPC call (plus the default-workspace registration)."""
 
 

@@ -21,11 +21,20 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_NEW_VERSION: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_UNCHANGED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_REPLAYED: _ClassVar[WriteOutcome]
+
+class RestoreOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESTORE_OUTCOME_UNSPECIFIED: _ClassVar[RestoreOutcome]
+    RESTORE_OUTCOME_RESTORED: _ClassVar[RestoreOutcome]
+    RESTORE_OUTCOME_ALREADY_IN: _ClassVar[RestoreOutcome]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_NEW_VERSION: WriteOutcome
 WRITE_OUTCOME_UNCHANGED: WriteOutcome
 WRITE_OUTCOME_REPLAYED: WriteOutcome
+RESTORE_OUTCOME_UNSPECIFIED: RestoreOutcome
+RESTORE_OUTCOME_RESTORED: RestoreOutcome
+RESTORE_OUTCOME_ALREADY_IN: RestoreOutcome
 
 class WriteMemoryRequest(_message.Message):
     __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to", "derivation", "status")
@@ -363,3 +372,39 @@ class PromoteMemoryResponse(_message.Message):
     promoted: _common_pb2.Memory
     original: _common_pb2.Memory
     def __init__(self, promoted: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., original: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class RestoreMemoriesRequest(_message.Message):
+    __slots__ = ("header", "records")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    header: str
+    records: _containers.RepeatedCompositeFieldContainer[ExportRecord]
+    def __init__(self, header: _Optional[str] = ..., records: _Optional[_Iterable[_Union[ExportRecord, _Mapping]]] = ...) -> None: ...
+
+class ExportRecord(_message.Message):
+    __slots__ = ("line", "record")
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    line: int
+    record: str
+    def __init__(self, line: _Optional[int] = ..., record: _Optional[str] = ...) -> None: ...
+
+class RestoreMemoriesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RestoreResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[RestoreResult, _Mapping]]] = ...) -> None: ...
+
+class RestoreResult(_message.Message):
+    __slots__ = ("line", "type", "id", "outcome", "error")
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    line: int
+    type: str
+    id: str
+    outcome: RestoreOutcome
+    error: ItemError
+    def __init__(self, line: _Optional[int] = ..., type: _Optional[str] = ..., id: _Optional[str] = ..., outcome: _Optional[_Union[RestoreOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...

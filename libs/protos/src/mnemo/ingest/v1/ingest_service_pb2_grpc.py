@@ -110,6 +110,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.FromString,
                 _registered_method=True)
+        self.RestoreMemories = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RestoreMemories',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -221,6 +226,15 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RestoreMemories(self, request, context):
+        """RestoreMemories writes records of an export (docs/export-format.md) with their whole history:
+        ids, versions, status spans and times as exported, into workspaces that hold nothing but what
+        earlier restores wrote. Each record is answered alone; a refused one leaves nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -293,6 +307,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.SerializeToString,
+            ),
+            'RestoreMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreMemories,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -679,6 +698,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RevokeToken',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RestoreMemories',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

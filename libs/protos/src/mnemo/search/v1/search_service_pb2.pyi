@@ -381,3 +381,15 @@ class GetContextResponse(_message.Message):
     budget: int
     degraded: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., sections: _Optional[_Iterable[_Union[ContextPart, _Mapping]]] = ..., candidates: _Optional[int] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., budget: _Optional[int] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ExportMemoriesRequest(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    def __init__(self, workspace: _Optional[str] = ...) -> None: ...
+
+class ExportMemoriesResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: str
+    def __init__(self, record: _Optional[str] = ...) -> None: ...

@@ -97,6 +97,11 @@ class SearchServiceStub:
                 request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensRequest.SerializeToString,
                 response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensResponse.FromString,
                 _registered_method=True)
+        self.ExportMemories = channel.unary_stream(
+                '/mnemo.search.v1.SearchService/ExportMemories',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class SearchServiceServicer:
@@ -191,6 +196,15 @@ class SearchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportMemories(self, request, context):
+        """ExportMemories streams one workspace (or every one) in the export format (docs/export-format.md):
+        a header, then workspaces, memories with their whole history, tombstones and audit heads, all
+        read from one snapshot. Admin only: an export holds every status, deleted memories included.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SearchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -253,6 +267,11 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     servicer.ListTokens,
                     request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensRequest.FromString,
                     response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'ExportMemories': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportMemories,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -582,6 +601,33 @@ class SearchService:
             '/mnemo.search.v1.SearchService/ListTokens',
             mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensRequest.SerializeToString,
             mnemo_dot_search_dot_v1_dot_search__service__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/ExportMemories',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
