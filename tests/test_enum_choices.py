@@ -32,7 +32,7 @@ ENUM_OPTIONS: dict[tuple[str, str], Any] = {
     ("hook session-end", "--agent"): harvest_service_pb2.Agent,
 }
 # Choices no proto enum lists: the services `serve` starts and the checkout's benchmarks.
-OTHER_CHOICES = {("serve", "service"), ("bench", "benchmark")}
+OTHER_CHOICES = {("serve", "service"), ("bench", "benchmark"), ("import", "--from")}
 
 # How each option is given on a command line that is otherwise valid, and where its value lands.
 COMMAND_LINES: dict[tuple[str, str], tuple[list[str], str]] = {

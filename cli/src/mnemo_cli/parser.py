@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from mnemo_cli.agents import AGENTS as HOOK_AGENTS
-from mnemo_cli.commands import admin, harvest, imports, memory, operations, running
+from mnemo_cli.commands import admin, harvest, memory, operations, peer_import, running
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -170,10 +170,15 @@ def build_parser() -> Parser:
     write.set_defaults(func=memory.cmd_write)
 
     imports_ = _with_common(
-        sub.add_parser("import", help="write every memory of a JSON-lines file (one write body a line); resumable")
+        sub.add_parser(
+            "import",
+            help="write every memory of a JSON-lines file (one write body a line), or of another memory tool's "
+            "store (--from); resumable; `import accept|rollback BATCH` decides a staged import",
+        )
     )
-    imports_.add_argument("file", help="the .jsonl file; `-` reads stdin")
-    imports_.set_defaults(func=imports.cmd_import)
+    imports_.add_argument("file", help="the .jsonl file (`-` reads stdin); with --from, the tool's store")
+    peer_import.add_arguments(imports_)
+    imports_.set_defaults(func=peer_import.cmd_import_any)
 
     update = _with_common(sub.add_parser("update", help="store a new version of a memory"))
     update.add_argument("id")

@@ -8,10 +8,11 @@ from __future__ import annotations
 from mnemo_gateway.operations.admin import AdminOperations
 from mnemo_gateway.operations.corrections import CorrectionOperations
 from mnemo_gateway.operations.harvest import HarvestOperations
+from mnemo_gateway.operations.imports import ImportOperations
 from mnemo_gateway.operations.memories import MemoryOperations
 
 
-class Operations(MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations):
+class Operations(MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations, ImportOperations):
     """The gateway's operations; each is exactly one gRPC call (plus the default-workspace registration)."""
 
 
