@@ -13,9 +13,10 @@ import asyncpg
 import httpx
 import pytest
 
+from mnemo_embed import HashEmbedder
 from mnemo_server.stack import Stack
 from tests.fixtures.peers.build import FAKE_TOKEN
-from tests.helpers import Clients, mcp_client, mnemo, table_counts, tool_json
+from tests.helpers import Clients, Postgres, mcp_client, mnemo, start_stack, table_counts, tool_json
 
 PEERS = Path(__file__).parent.parent / "fixtures" / "peers"
 MCP_DB = PEERS / "mcp-memory-service" / "sqlite_vec.db"
@@ -269,3 +270,45 @@ async def _batches(stack: Stack) -> int:
         return await conn.fetchval("SELECT count(*) FROM import_batches")
     finally:
         await conn.close()
+
+
+async def test_only_a_reviewer_of_the_workspace_decides_a_batch(postgres: Postgres) -> None:
+    # Its own stack: tokens are on here.
+    stack = await start_stack(await postgres.create_database("peer_auth"), HashEmbedder(64), MNEMO_AUTH="on")
+    try:
+        admin = {"Authorization": f"Bearer {stack.bootstrap_token}"}
+        async with httpx.AsyncClient(base_url=stack.base_url + "/api/v1", headers=admin) as http:
+            for name in ("alpha", "beta"):
+                assert (await http.post("/workspaces", json={"name": name})).status_code == 201
+
+            async def token(role: str, workspace: str) -> str:
+                body = {"principal": f"{role}-{workspace}", "role": role, "workspaces": [workspace]}
+                made = await http.post("/tokens", json=body)
+                assert made.status_code == 201, made.text
+                return made.json()["secret"]
+
+            agent, reviewer, other = (
+                await token("agent", "alpha"),
+                await token("reviewer", "alpha"),
+                await token("reviewer", "beta"),
+            )
+        # An agent may import (a write like any other) but not decide the batch.
+        code, out, err = await mnemo(
+            stack, "import", "--from", "claude-mem", str(CLAUDE_DB), "-w", "alpha", "--stage", "--json", token=agent
+        )
+        assert code == 0, err
+        batch = json.loads(out)["batch"]
+        for action in ("accept", "rollback"):
+            code, out, err = await mnemo(stack, "import", action, batch, "-w", "alpha", token=agent)
+            assert code == 1 and "PERMISSION_DENIED" in err and "reviewer" in err, err
+            # A reviewer of another workspace does not reach this one.
+            code, out, err = await mnemo(stack, "import", action, batch, "-w", "alpha", token=other)
+            assert code == 1 and "PERMISSION_DENIED" in err, err
+        # Positive control: the workspace's reviewer decides it, and is recorded as having done so.
+        code, out, err = await mnemo(stack, "import", "accept", batch, "-w", "alpha", "--json", token=reviewer)
+        assert code == 0, err
+        decided = json.loads(out)["batch"]
+        assert decided["state"] == "accepted" and decided["decided_by"] == "reviewer-alpha"
+        assert decided["created_by"] == "agent-alpha"
+    finally:
+        await stack.stop()
