@@ -312,3 +312,23 @@ async def test_only_a_reviewer_of_the_workspace_decides_a_batch(postgres: Postgr
         assert decided["created_by"] == "agent-alpha"
     finally:
         await stack.stop()
+
+
+async def test_an_interrupted_import_resumes_into_its_own_open_batch(hash_stack: Stack, hash_clients: Clients) -> None:
+    ws = (await hash_clients.workspace()).id
+    code, first, err = await _import(hash_stack, "claude-mem", CLAUDE_DB, ws, "--stage")
+    assert code == 0, err
+    batch = first["batch"]
+    # The rest of the run (here, another store) joins the same batch, staged as it is.
+    code, rest, err = await _import(hash_stack, "mcp-memory-service", MCP_DB, ws, "--batch", batch)
+    assert code == 0 and rest["batch"] == batch and rest["written"] == 4, err
+    assert {m["status"] for m in _memories(rest)} == {"candidate"}
+    code, out, err = await mnemo(hash_stack, "import", "accept", batch, "-w", ws, "--json")
+    assert code == 0, err
+    assert json.loads(out)["batch"]["memories"] == {"active": 5, "candidate": 2}
+    # A decided batch takes nothing more: each record is refused, and nothing is written.
+    before = await table_counts(hash_stack.dsn)
+    code, late, err = await _import(hash_stack, "mcp-memory-service", MCP_EXPORT, ws, "--batch", batch)
+    assert code == 1 and late["written"] == 0 and late["refused"] == 3, err
+    assert all("was accepted; start a new import" in r["error"]["message"] for r in late["results"][::2])
+    assert await table_counts(hash_stack.dsn) == before

@@ -1,6 +1,6 @@
 """Mnemo's PostgreSQL layer: pool, migrations, embedded server, the workspace wall, predicates, audit, and the
-typed SQL of every table (memories, tombstones and the embedding queue as modules:
-`from mnemo_store import memories`, `embed_queue`)."""
+typed SQL of every table (memories, tombstones, import batches and the embedding queue as modules:
+`from mnemo_store import memories`, `imports`, `embed_queue`)."""
 
 from mnemo_store.access import (
     EVERYWHERE,

@@ -13,6 +13,7 @@ from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_short
 from mnemo_platform import FailedPrecondition, InvalidArgument, NotFound, current_call
 from mnemo_store import AuditEvent, WorkspaceRow, append_audit_event, resolve_for_write, tombstones
+from mnemo_store import imports as batches_db
 from mnemo_store import memories as db
 
 log = structlog.get_logger("mnemo.ingest")
@@ -44,9 +45,7 @@ async def bind_to_batch(
     candidate. The batch must be open and of the draft's workspace; `batches` caches the rows a call read."""
     assert draft.import_batch is not None
     if draft.import_batch not in batches:
-        batches[draft.import_batch] = await conn.fetchrow(
-            "SELECT * FROM import_batches WHERE id = $1", draft.import_batch
-        )
+        batches[draft.import_batch] = await batches_db.find_batch(conn, draft.import_batch)
     batch = batches[draft.import_batch]
     if batch is None or batch["workspace_id"] != ws.id:
         raise _not_found(draft.import_batch, ws)
@@ -67,15 +66,6 @@ def _not_found(batch_id: uuid.UUID, ws: WorkspaceRow) -> NotFound:
     )
 
 
-async def batch_counts(conn: asyncpg.Connection | asyncpg.Pool, batch_id: uuid.UUID) -> dict[str, int]:
-    """The batch's memories (not deleted) by status."""
-    rows = await conn.fetch(
-        "SELECT status, count(*) AS n FROM memories WHERE import_batch = $1 AND deleted_at IS NULL GROUP BY status",
-        batch_id,
-    )
-    return {r["status"]: r["n"] for r in rows}
-
-
 class ImportBatches:
     """Opening, accepting and rolling back import batches, each change audited per memory."""
 
@@ -90,18 +80,7 @@ class ImportBatches:
         origin_name = check_short(origin, "origin", MAX_ORIGIN_CHARS) or ""
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            row = await conn.fetchrow(
-                """
-                INSERT INTO import_batches (id, workspace_id, source, origin, staged, created_by)
-                VALUES ($1, $2, $3, $4, $5, $6) RETURNING *
-                """,
-                uuid.uuid4(),
-                ws.id,
-                source_name,
-                origin_name,
-                staged,
-                current_call().principal,
-            )
+            row = await batches_db.insert_batch(conn, ws.id, source_name, origin_name, staged, current_call().principal)
             await append_audit_event(
                 conn,
                 AuditEvent(
@@ -114,21 +93,13 @@ class ImportBatches:
         return row
 
     async def _locate(self, conn: asyncpg.Connection, ws: WorkspaceRow, batch_id: uuid.UUID) -> asyncpg.Record:
-        # Locked, so an accept and a rollback of one batch (or two of either) take turns.
-        row = await conn.fetchrow(
-            "SELECT * FROM import_batches WHERE id = $1 AND workspace_id = $2 FOR UPDATE", batch_id, ws.id
-        )
+        row = await batches_db.lock_batch(conn, batch_id, ws.id)
         if row is None:
             raise _not_found(batch_id, ws)
         return row
 
     async def _decide(self, conn: asyncpg.Connection, batch_id: uuid.UUID, state: str) -> asyncpg.Record:
-        return await conn.fetchrow(
-            "UPDATE import_batches SET state = $2, decided_by = $3, decided_at = now() WHERE id = $1 RETURNING *",
-            batch_id,
-            state,
-            current_call().principal,
-        )
+        return await batches_db.decide_batch(conn, batch_id, state, current_call().principal)
 
     async def accept(self, ref: str, batch_id: uuid.UUID, reason: str | None) -> Decided:
         """Every candidate of the batch becomes active, except those flagged suspicious, which stay
@@ -142,13 +113,7 @@ class ImportBatches:
                     f"import batch {batch_id} was rolled back; nothing of it is left to accept",
                     reasons_pb.ERROR_REASON_STATUS_FORBIDS,
                 )
-            rows = await conn.fetch(
-                """
-                SELECT * FROM memories WHERE import_batch = $1 AND status = 'candidate' AND deleted_at IS NULL
-                ORDER BY created_at, id FOR UPDATE
-                """,
-                batch_id,
-            )
+            rows = await batches_db.batch_candidates(conn, batch_id)
             accepted = [r for r in rows if not r["suspicious"]]
             why = reason or f"import batch {batch_id} accepted"
             for row in accepted:
@@ -177,9 +142,7 @@ class ImportBatches:
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
             batch = await self._locate(conn, ws, batch_id)
-            rows = await conn.fetch(
-                "SELECT * FROM memories WHERE import_batch = $1 ORDER BY created_at, id FOR UPDATE", batch_id
-            )
+            rows = await batches_db.batch_memories(conn, batch_id)
             for row in rows:
                 await db.erase_memory(conn, row["id"])
                 if row["deleted_at"] is not None:

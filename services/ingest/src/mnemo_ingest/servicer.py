@@ -13,12 +13,13 @@ from mnemo_embed import Embedder
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.admin import Admin
 from mnemo_ingest.corrections import Corrections
-from mnemo_ingest.imports import Decided, ImportBatches, batch_counts, parse_batch_id
+from mnemo_ingest.imports import Decided, ImportBatches, parse_batch_id
 from mnemo_ingest.rescan import Rescan, RescanSummary
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
 from mnemo_platform import InvalidArgument, MnemoError, enum_value
+from mnemo_store import imports as imports_db
 from mnemo_wire import (
     ContentSettings,
     TrustSettings,
@@ -179,7 +180,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             state=row["state"],
             created_by=row["created_by"],
             decided_by=row["decided_by"] or "",
-            memories=await batch_counts(self.pool, row["id"]),
+            memories=await imports_db.batch_counts(self.pool, row["id"]),
         )
         message.created_at.FromDatetime(row["created_at"])
         if row["decided_at"] is not None:
