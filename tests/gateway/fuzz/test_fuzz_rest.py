@@ -78,6 +78,10 @@ ROUTES = [
     ("GET", "/workspaces"),
     ("GET", "/status"),
     ("GET", "/context"),
+    ("POST", "/imports"),
+    ("POST", "/imports/{batch_id}/memories:batch"),
+    ("POST", "/imports/{batch_id}/accept"),
+    ("POST", "/imports/{batch_id}/rollback"),
 ]
 # A harvest run and a rescan of every memory are streamed and slow: a few examples each, not dozens.
 STREAMING = [("POST", "/harvest/run"), ("POST", "/redact/rescan")]
