@@ -31,14 +31,15 @@ ENUM_OPTIONS: dict[tuple[str, str], Any] = {
     ("hook session-start", "--agent"): harvest_service_pb2.Agent,
     ("hook session-end", "--agent"): harvest_service_pb2.Agent,
 }
-# Choices no proto enum lists: the services `serve` starts, the checkout's benchmarks and the
-# platforms `service` renders a unit for.
+# Choices no proto enum lists: the services `serve` starts, the checkout's benchmarks, the
+# platforms `service` renders a unit for and the tools `import --from` reads.
 OTHER_CHOICES = {
     ("serve", "service"),
     ("bench", "benchmark"),
     ("service install", "--platform"),
     ("service status", "--platform"),
     ("service uninstall", "--platform"),
+    ("import", "--from"),
 }
 
 # How each option is given on a command line that is otherwise valid, and where its value lands.

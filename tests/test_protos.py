@@ -62,6 +62,7 @@ DELIBERATELY_UNKNOWN = {
     "mnemo.ingest.v1.IngestService.WriteMemory": "without an idempotency_key (or a source_uri) a repeat stores twice",
     "mnemo.ingest.v1.IngestService.WriteMemories": "items without an idempotency_key (or a source_uri) store twice",
     "mnemo.ingest.v1.IngestService.CreateToken": "a repeat mints a second live token whose secret reaches nobody",
+    "mnemo.ingest.v1.IngestService.StartImportBatch": "a repeat opens a second, empty batch",
 }
 
 

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from mnemo_cli.agents import AGENTS as HOOK_AGENTS
-from mnemo_cli.commands import admin, harvest, imports, memory, operations, running, transfer
+from mnemo_cli.commands import admin, harvest, memory, operations, peer_import, running, transfer
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -172,12 +172,14 @@ def build_parser() -> Parser:
     imports_ = _with_common(
         sub.add_parser(
             "import",
-            help="write every memory of a JSON-lines file (one write body a line), or restore a `mnemo export` "
-            "file whole; resumable",
+            help="write every memory of a JSON-lines file (one write body a line), restore a `mnemo export` file "
+            "whole, or import another memory tool's store (--from); resumable; `import accept|rollback BATCH` "
+            "decides a staged import",
         )
     )
-    imports_.add_argument("file", help="the .jsonl file; `-` reads stdin")
-    imports_.set_defaults(func=imports.cmd_import)
+    imports_.add_argument("file", help="the .jsonl file (`-` reads stdin); with --from, the tool's store")
+    peer_import.add_arguments(imports_)
+    imports_.set_defaults(func=peer_import.cmd_import_any)
 
     export = sub.add_parser(
         "export", help="write memories with their whole history as an export file (admin; docs/export-format.md)"

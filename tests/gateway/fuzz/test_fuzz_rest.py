@@ -80,6 +80,10 @@ ROUTES = [
     ("GET", "/context"),
     ("GET", "/export"),
     ("POST", "/export:restore"),
+    ("POST", "/imports"),
+    ("POST", "/imports/{batch_id}/memories:batch"),
+    ("POST", "/imports/{batch_id}/accept"),
+    ("POST", "/imports/{batch_id}/rollback"),
 ]
 # A harvest run, a rescan and an export of every memory are streamed and slow: a few examples each, not dozens.
 STREAMING = [("POST", "/harvest/run"), ("POST", "/redact/rescan"), ("GET", "/export")]

@@ -1,6 +1,6 @@
 """Mnemo's PostgreSQL layer: pool, migrations, embedded server, the workspace wall, predicates, audit, and the
-typed SQL of every table (memories, tombstones, the embedding queue and export/restore as modules:
-`from mnemo_store import memories`, `embed_queue`, `transfer`)."""
+typed SQL of every table (memories, tombstones, import batches, the embedding queue and
+export/restore as modules: `from mnemo_store import memories`, `imports`, `embed_queue`, `transfer`)."""
 
 from mnemo_store.access import (
     EVERYWHERE,

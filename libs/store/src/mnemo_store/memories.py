@@ -109,6 +109,8 @@ class NewMemory:
     trust: float
     """trust is the memory's own factor (lowered while its text is flagged suspicious)."""
     chunks: Sequence[ChunkRow]
+    import_batch: uuid.UUID | None = None
+    """import_batch is the import batch (import_batches) the memory came in with, if any."""
 
 
 @dataclass(frozen=True)
@@ -252,19 +254,20 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
         WITH u AS (
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[],
                                  $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-                                 $13::timestamptz[], $14::timestamptz[], $15::text[], $16::real[], $17::text[])
+                                 $13::timestamptz[], $14::timestamptz[], $15::text[], $16::real[], $17::text[],
+                                 $18::uuid[])
                 AS u(id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key, status, author,
-                     provenance, content_hash, valid_from, valid_to, suspicious, trust, content)
+                     provenance, content_hash, valid_from, valid_to, suspicious, trust, content, import_batch)
         ), locked AS (
             SELECT count({CHAIN_LOCK.format(workspace="w")}) AS n
             FROM (SELECT DISTINCT workspace_id AS w FROM u ORDER BY 1) AS ws
         ), memory AS (
             INSERT INTO memories (id, workspace_id, kind, title, tags, metadata, source_uri, idempotency_key,
                                   status, author, provenance, version, content_hash, valid_from, valid_to,
-                                  suspicious, trust)
+                                  suspicious, trust, import_batch)
             SELECT id, workspace_id, kind, title, ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), metadata,
                    source_uri, idempotency_key, status, author, provenance, 1, content_hash, valid_from, valid_to,
-                   ARRAY(SELECT jsonb_array_elements_text(suspicious::jsonb)), trust
+                   ARRAY(SELECT jsonb_array_elements_text(suspicious::jsonb)), trust, import_batch
             FROM u, locked
             RETURNING {MEMORY_FIELDS}
         ), version AS (
@@ -298,6 +301,7 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
         [json.dumps(list(n.suspicious)) for n in news],
         [n.trust for n in news],
         [n.content for n in news],
+        [n.import_batch for n in news],
     )
     await insert_chunks(conn, [VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news])
     return {r["id"]: r for r in rows}

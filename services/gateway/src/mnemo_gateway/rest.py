@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo_gateway.operations import Operations
+from mnemo_gateway.operations.imports import check_batch_id
 from mnemo_gateway.schemas import (
     AS_OF_DOC,
     CONTEXT_BUDGET_DOC,
@@ -24,6 +25,8 @@ from mnemo_gateway.schemas import (
     ConfirmInput,
     ErrorBody,
     HarvestRunInput,
+    ImportDecisionInput,
+    ImportStartInput,
     Kind,
     PurgeInput,
     ReasonInput,
@@ -86,6 +89,25 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/memories:batch", summary="Write many memories; each item answered in order")
     async def write_memories(body: BatchInput) -> dict[str, Any]:
         return await operations.write_many(body, provenance="human")
+
+    @router.post("/imports", status_code=201, summary="Start an import batch (from another memory tool)")
+    async def start_import(body: ImportStartInput) -> dict[str, Any]:
+        return await operations.start_import(body)
+
+    @router.post(
+        "/imports/{batch_id}/memories:batch",
+        summary="Write many memories into an import batch: labelled imported; candidates when the batch is staged",
+    )
+    async def write_imported(batch_id: str, body: BatchInput) -> dict[str, Any]:
+        return await operations.write_many(body, provenance="imported", import_batch=check_batch_id(batch_id))
+
+    @router.post("/imports/{batch_id}/accept", summary="Accept an import batch: candidates become active (reviewer)")
+    async def accept_import(batch_id: str, body: ImportDecisionInput) -> dict[str, Any]:
+        return await operations.accept_import(batch_id, body)
+
+    @router.post("/imports/{batch_id}/rollback", summary="Roll back an import batch: erase its memories (reviewer)")
+    async def rollback_import(batch_id: str, body: ImportDecisionInput) -> dict[str, Any]:
+        return await operations.rollback_import(batch_id, body)
 
     @router.get("/memories", summary="List memories, most recently updated first")
     async def list_memories(

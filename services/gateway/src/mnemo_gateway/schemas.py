@@ -157,6 +157,22 @@ class RestoreInput(_Body):
     )
 
 
+class ImportStartInput(_Body):
+    source: str = Field(
+        ..., min_length=1, max_length=64, description="The tool the memories come from, e.g. mcp-memory-service."
+    )
+    origin: str = Field("", max_length=2048, description="What is read (a file or folder), for the reviewer.")
+    staged: bool = Field(
+        False, description="Put the batch in review: its memories start as candidates until accepted or rolled back."
+    )
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class ImportDecisionInput(_Body):
+    reason: str = Field("", description="Why (optional); kept in the audit log.")
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
 class UpdateInput(_Body):
     content: str = Field(description="The new full text; the previous version stays in the history.")
     title: str | None = Field(None, description="A new title; unchanged when omitted.")

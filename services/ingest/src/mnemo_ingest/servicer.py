@@ -13,12 +13,14 @@ from mnemo_embed import Embedder
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.admin import Admin
 from mnemo_ingest.corrections import Corrections
+from mnemo_ingest.imports import Decided, ImportBatches, parse_batch_id
 from mnemo_ingest.rescan import Rescan, RescanSummary
 from mnemo_ingest.restore import MAX_RECORDS, Restored, Restores, check_header
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
 from mnemo_platform import InvalidArgument, MnemoError, enum_value
+from mnemo_store import imports as imports_db
 from mnemo_wire import (
     ContentSettings,
     TrustSettings,
@@ -46,6 +48,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.writes = Writes(pool, steps)
         self.corrections = Corrections(pool, steps)
         self.admin = Admin(pool)
+        self.imports = ImportBatches(pool, steps)
+        self.pool = pool
         self.rescan = Rescan(pool, steps)
         self.restores = Restores(pool, steps)
 
@@ -110,6 +114,8 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
     async def SupersedeMemory(self, request: pb.SupersedeMemoryRequest, context: Any) -> pb.SupersedeMemoryResponse:
         old_id = parse_memory_id(request.id)
         reason = check_reason(request.reason, required=False)
+        if request.successor.import_batch:
+            raise InvalidArgument("a successor cannot join an import batch; import it, then supersede")
         draft = check_write(request.successor, self.max_content_bytes)
         restated = (bool(request.successor.kind), bool(request.successor.tags))
         pair = await self.corrections.supersede(request.workspace, old_id, draft, reason, restated)
@@ -173,6 +179,45 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 index=index,
                 total=total,
             )
+
+    async def _batch(self, row: asyncpg.Record) -> pb.ImportBatch:
+        message = pb.ImportBatch(
+            id=str(row["id"]),
+            workspace_id=row["workspace_id"],
+            source=row["source"],
+            origin=row["origin"],
+            staged=row["staged"],
+            state=row["state"],
+            created_by=row["created_by"],
+            decided_by=row["decided_by"] or "",
+            memories=await imports_db.batch_counts(self.pool, row["id"]),
+        )
+        message.created_at.FromDatetime(row["created_at"])
+        if row["decided_at"] is not None:
+            message.decided_at.FromDatetime(row["decided_at"])
+        return message
+
+    async def StartImportBatch(self, request: pb.StartImportBatchRequest, context: Any) -> pb.StartImportBatchResponse:
+        row = await self.imports.start(request.workspace, request.source, request.origin, request.staged)
+        return pb.StartImportBatchResponse(batch=await self._batch(row))
+
+    async def AcceptImportBatch(
+        self, request: pb.AcceptImportBatchRequest, context: Any
+    ) -> pb.AcceptImportBatchResponse:
+        batch_id = parse_batch_id(request.id)
+        reason = check_reason(request.reason, required=False)
+        decided: Decided = await self.imports.accept(request.workspace, batch_id, reason)
+        return pb.AcceptImportBatchResponse(
+            batch=await self._batch(decided.batch), accepted=decided.changed, held=decided.held
+        )
+
+    async def RollbackImportBatch(
+        self, request: pb.RollbackImportBatchRequest, context: Any
+    ) -> pb.RollbackImportBatchResponse:
+        batch_id = parse_batch_id(request.id)
+        reason = check_reason(request.reason, required=False)
+        decided = await self.imports.rollback(request.workspace, batch_id, reason)
+        return pb.RollbackImportBatchResponse(batch=await self._batch(decided.batch), removed=decided.changed)
 
     async def CreateToken(self, request: pb.CreateTokenRequest, context: Any) -> pb.CreateTokenResponse:
         row, secret = await self.admin.create_token(

@@ -144,6 +144,7 @@ class Steps:
             suspicious=draft.suspicious,
             trust=self.own_trust(draft.suspicious),
             chunks=chunks,
+            import_batch=draft.import_batch,
         )
 
     async def insert(

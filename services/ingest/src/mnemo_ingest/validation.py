@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -130,6 +131,8 @@ class Draft:
     """redactions are the secrets removed (kind and digest, never the secret), for the audit log."""
     suspicious: tuple[str, ...] = ()
     """suspicious are the kinds of instruction-like text found (memory poisoning); empty when clean."""
+    import_batch: uuid.UUID | None = None
+    """import_batch is the import batch the write joins (checked against the database when written)."""
 
 
 def check_reason(reason: str, required: bool) -> str | None:
@@ -218,7 +221,17 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
         derivation=check_derivation(request, source_uri),
         redactions=tuple(redactor.findings),
         suspicious=suspicious,
+        import_batch=check_import_batch(request.import_batch),
     )
+
+
+def check_import_batch(value: str) -> uuid.UUID | None:
+    if not value.strip():
+        return None
+    try:
+        return uuid.UUID(value.strip())
+    except ValueError as exc:
+        raise InvalidArgument(f"import_batch {value.strip()[:60]!r} is not a uuid") from exc
 
 
 def screened(title: str, content: str) -> tuple[str, ...]:

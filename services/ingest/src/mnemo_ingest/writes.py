@@ -11,6 +11,7 @@ import asyncpg
 import structlog
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_ingest.imports import bind_to_batch
 from mnemo_ingest.steps import Steps, audit_details
 from mnemo_ingest.validation import Draft, check_content, check_metadata, check_tags, check_title, content_hash
 from mnemo_ingest.validation import redacted_text as redact_field
@@ -165,6 +166,7 @@ class Writes:
         """The items that can be written, by position, with their workspace; the refused ones answered
         in `results`. Each workspace a batch names is resolved (and its wall checked) once, not per item."""
         places: dict[str, WorkspaceRow | MnemoError] = {}
+        batches: dict[uuid.UUID, asyncpg.Record | None] = {}
         placed: dict[int, tuple[WorkspaceRow, Draft, list[db.ChunkRow]]] = {}
         for i, (ref, draft, chunks) in enumerate(chunked):
             if not isinstance(draft, Draft):
@@ -176,10 +178,16 @@ class Writes:
                 except MnemoError as exc:
                     places[ref] = exc
             ws = places[ref]
-            if isinstance(ws, WorkspaceRow):
-                placed[i] = (ws, draft, chunks)
-            else:
+            if not isinstance(ws, WorkspaceRow):
                 results[i] = ws
+                continue
+            if draft.import_batch is not None:
+                try:
+                    draft = await bind_to_batch(conn, ws, draft, batches)
+                except MnemoError as exc:
+                    results[i] = exc
+                    continue
+            placed[i] = (ws, draft, chunks)
         return placed
 
     async def _alone(
@@ -300,6 +308,8 @@ def _log_written(news: list[db.NewMemory]) -> None:
 def _write_event(new: db.NewMemory, draft: Draft) -> AuditEvent:
     """The audit event of a new memory."""
     details = audit_details(draft.redactions, draft.suspicious)
+    if draft.import_batch is not None:
+        details = {**details, "import_batch": str(draft.import_batch)}
     return AuditEvent(new.workspace_id, "write", str(new.id), 1, None, new.content_hash, details)
 
 

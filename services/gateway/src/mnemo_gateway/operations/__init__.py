@@ -8,11 +8,14 @@ from __future__ import annotations
 from mnemo_gateway.operations.admin import AdminOperations
 from mnemo_gateway.operations.corrections import CorrectionOperations
 from mnemo_gateway.operations.harvest import HarvestOperations
+from mnemo_gateway.operations.imports import ImportOperations
 from mnemo_gateway.operations.memories import MemoryOperations
 from mnemo_gateway.operations.transfer import TransferOperations
 
 
-class Operations(MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations, TransferOperations):
+class Operations(
+    MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations, TransferOperations, ImportOperations
+):
     """The gateway's operations; each is exactly one gRPC call (plus the default-workspace registration)."""
 
 

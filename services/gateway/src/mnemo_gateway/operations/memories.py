@@ -41,14 +41,17 @@ class MemoryOperations(OperationsBase):
         response = await self._call(self.backends.ingest.WriteMemory, request)
         return written_json(response)
 
-    async def write_many(self, args: BatchInput, provenance: str) -> dict[str, Any]:
-        """Each item checked here on its own (a bad one is answered alone), the rest written in one call."""
+    async def write_many(self, args: BatchInput, provenance: str, import_batch: str = "") -> dict[str, Any]:
+        """Each item checked here on its own (a bad one is answered alone), the rest written in one call;
+        with `import_batch`, every item joins that batch (ingest labels them imported)."""
         results: list[dict[str, Any] | None] = []
         requests: list[tuple[int, ingest_pb.WriteMemoryRequest]] = []
         for index, raw in enumerate(args.items):
             try:
                 item = WriteInput.model_validate({"workspace": args.workspace, **raw} if args.workspace else raw)
-                requests.append((index, self._write_request(item, None, provenance)))
+                request = self._write_request(item, None, provenance)
+                request.import_batch = import_batch
+                requests.append((index, request))
                 results.append(None)
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors())

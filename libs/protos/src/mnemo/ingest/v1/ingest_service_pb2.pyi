@@ -37,7 +37,7 @@ RESTORE_OUTCOME_RESTORED: RestoreOutcome
 RESTORE_OUTCOME_ALREADY_IN: RestoreOutcome
 
 class WriteMemoryRequest(_message.Message):
-    __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to", "derivation", "status")
+    __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to", "derivation", "status", "import_batch")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class WriteMemoryRequest(_message.Message):
     VALID_TO_FIELD_NUMBER: _ClassVar[int]
     DERIVATION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    IMPORT_BATCH_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     kind: _common_pb2.MemoryKind
     title: str
@@ -64,7 +65,8 @@ class WriteMemoryRequest(_message.Message):
     valid_to: _timestamp_pb2.Timestamp
     derivation: Derivation
     status: _common_pb2.MemoryStatus
-    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., provenance: _Optional[_Union[_common_pb2.Provenance, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., derivation: _Optional[_Union[Derivation, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.MemoryStatus, str]] = ...) -> None: ...
+    import_batch: str
+    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.MemoryKind, str]] = ..., title: _Optional[str] = ..., content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source_uri: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., provenance: _Optional[_Union[_common_pb2.Provenance, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., derivation: _Optional[_Union[Derivation, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.MemoryStatus, str]] = ..., import_batch: _Optional[str] = ...) -> None: ...
 
 class Derivation(_message.Message):
     __slots__ = ("source_fingerprint", "summarizer", "prompt_version")
@@ -408,3 +410,92 @@ class RestoreResult(_message.Message):
     outcome: RestoreOutcome
     error: ItemError
     def __init__(self, line: _Optional[int] = ..., type: _Optional[str] = ..., id: _Optional[str] = ..., outcome: _Optional[_Union[RestoreOutcome, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class ImportBatch(_message.Message):
+    __slots__ = ("id", "workspace_id", "source", "origin", "staged", "state", "created_by", "created_at", "decided_by", "decided_at", "memories")
+    class MemoriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    STAGED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    workspace_id: str
+    source: str
+    origin: str
+    staged: bool
+    state: str
+    created_by: str
+    created_at: _timestamp_pb2.Timestamp
+    decided_by: str
+    decided_at: _timestamp_pb2.Timestamp
+    memories: _containers.ScalarMap[str, int]
+    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., source: _Optional[str] = ..., origin: _Optional[str] = ..., staged: _Optional[bool] = ..., state: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_by: _Optional[str] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., memories: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class StartImportBatchRequest(_message.Message):
+    __slots__ = ("workspace", "source", "origin", "staged")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    STAGED_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    source: str
+    origin: str
+    staged: bool
+    def __init__(self, workspace: _Optional[str] = ..., source: _Optional[str] = ..., origin: _Optional[str] = ..., staged: _Optional[bool] = ...) -> None: ...
+
+class StartImportBatchResponse(_message.Message):
+    __slots__ = ("batch",)
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    batch: ImportBatch
+    def __init__(self, batch: _Optional[_Union[ImportBatch, _Mapping]] = ...) -> None: ...
+
+class AcceptImportBatchRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AcceptImportBatchResponse(_message.Message):
+    __slots__ = ("batch", "accepted", "held")
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    batch: ImportBatch
+    accepted: int
+    held: int
+    def __init__(self, batch: _Optional[_Union[ImportBatch, _Mapping]] = ..., accepted: _Optional[int] = ..., held: _Optional[int] = ...) -> None: ...
+
+class RollbackImportBatchRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RollbackImportBatchResponse(_message.Message):
+    __slots__ = ("batch", "removed")
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    batch: ImportBatch
+    removed: int
+    def __init__(self, batch: _Optional[_Union[ImportBatch, _Mapping]] = ..., removed: _Optional[int] = ...) -> None: ...

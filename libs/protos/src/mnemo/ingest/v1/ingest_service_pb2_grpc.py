@@ -115,6 +115,21 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesResponse.FromString,
                 _registered_method=True)
+        self.StartImportBatch = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/StartImportBatch',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.StartImportBatchRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.StartImportBatchResponse.FromString,
+                _registered_method=True)
+        self.AcceptImportBatch = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/AcceptImportBatch',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptImportBatchRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptImportBatchResponse.FromString,
+                _registered_method=True)
+        self.RollbackImportBatch = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RollbackImportBatch',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -235,6 +250,30 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartImportBatch(self, request, context):
+        """StartImportBatch opens an import batch: the memories written with its id are labelled imported
+        and, when it is staged, start as candidates until the batch is accepted or rolled back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptImportBatch(self, request, context):
+        """AcceptImportBatch makes every candidate of a batch active (those flagged suspicious stay
+        candidates for a reviewer to judge one by one), each audited; accepting twice is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackImportBatch(self, request, context):
+        """RollbackImportBatch erases every memory of a batch (content, versions, chunks), each audited;
+        rolling back twice is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -312,6 +351,21 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RestoreMemories,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesResponse.SerializeToString,
+            ),
+            'StartImportBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartImportBatch,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.StartImportBatchRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.StartImportBatchResponse.SerializeToString,
+            ),
+            'AcceptImportBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptImportBatch,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptImportBatchRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptImportBatchResponse.SerializeToString,
+            ),
+            'RollbackImportBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackImportBatch,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -725,6 +779,87 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RestoreMemories',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartImportBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/StartImportBatch',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.StartImportBatchRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.StartImportBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptImportBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/AcceptImportBatch',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptImportBatchRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptImportBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackImportBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RollbackImportBatch',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
