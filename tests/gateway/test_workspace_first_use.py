@@ -61,7 +61,7 @@ async def test_local_mode_registers_a_project_path_on_first_rest_use(hash_stack:
         assert again.status_code == 200 and f"{project}/src" not in await _workspaces(http)
 
 
-async def test_a_call_about_a_memory_registers_nothing(hash_stack: Stack, tmp_path: Path) -> None:
+async def test_a_call_about_a_memory_in_a_new_project_registers_nothing(hash_stack: Stack, tmp_path: Path) -> None:
     project = str(tmp_path / f"memory-{uuid.uuid4().hex[:6]}")
     missing = str(uuid.uuid4())
     async with httpx.AsyncClient(base_url=hash_stack.base_url, timeout=30) as http:
@@ -69,7 +69,8 @@ async def test_a_call_about_a_memory_registers_nothing(hash_stack: Stack, tmp_pa
         # No memory is in a workspace not yet made: refused as it is, and nothing is left behind.
         deleted = await http.delete(f"{API}/memories/{missing}", params={"workspace": project, "reason": "x"})
         retracted = await http.post(f"{API}/memories/{missing}/retract", json={"workspace": project, "reason": "x"})
-        for refused in (deleted, retracted):
+        got = await http.get(f"{API}/memories/{missing}", params={"workspace": project})
+        for refused in (deleted, retracted, got):
             assert refused.status_code == 404 and refused.json()["error"]["reason"] == "WORKSPACE_NOT_FOUND"
         assert await table_counts(hash_stack.dsn) == before
         # Positive control: a write to the same path registers it.

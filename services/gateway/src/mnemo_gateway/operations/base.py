@@ -40,21 +40,22 @@ class OperationsBase:
 
         Registering only when a call reports it missing (rather than before every first call)
         means a request refused for bad input leaves no trace, not even the default workspace; a
-        change naming a memory is refused as it is, since no memory is in a workspace not yet made.
+        call naming a memory in a project path not yet registered is refused as it is.
         The reason tells a missing workspace from anything else NOT_FOUND (a memory, a token).
         """
         try:
             return await call(method, request)
         except CallError as exc:
             registration = self.registration(getattr(request, "workspace", None))
-            # A change to one memory (its id) cannot succeed in a workspace that does not exist yet
-            # (`global`, the one other place a memory can be read from, is not writable):
-            # registering would only leave a workspace behind a refusal. Reads may still find a
-            # global memory through a new workspace, so they register as any call does.
-            changes_a_memory = type(request).DESCRIPTOR.full_name.startswith("mnemo.ingest.") and bool(
-                getattr(request, "id", "") or getattr(request, "memory_id", "")
-            )
-            if exc.reason != reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND or registration is None or changes_a_memory:
+            # A call about one memory (its id) names a workspace it expects to exist: a project
+            # path is not registered for it, or a refused call (a memory not found) would leave a
+            # workspace behind. The default workspace is registered whatever the call, once.
+            names_a_memory = bool(getattr(request, "id", "") or getattr(request, "memory_id", ""))
+            if (
+                exc.reason != reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND
+                or registration is None
+                or (names_a_memory and registration.root_path)
+            ):
                 raise
             await self.register(registration)
             return await call(method, request)
