@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from mnemo_server.stack import Stack
-from tests.e2e.test_init import BIN, DEAD_URL, a_project, run_init
+from tests.e2e.test_init import BIN, DEAD_URL, run_init
 
 # OpenCode's plugin API (opencode.ai/docs/plugins): a module exporting async plugin functions that
 # get {directory, ...} and return their hooks; a system-prompt hook gets (input, output) and
@@ -48,7 +48,9 @@ async def system_prompt(project: Path, driver: Path) -> list[str]:
 async def test_the_opencode_plugin_puts_the_packet_in_the_system_prompt(hash_stack: Stack, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    project = a_project(tmp_path)
+    # A name of its own: the shared stack's workspaces are named after their directories.
+    project = tmp_path / "opencode-project"
+    project.mkdir()
     code, _, err = await run_init(project, home, "--agent", "opencode", url=hash_stack.base_url)
     assert code == 0, err
     driver = tmp_path / "drive.mjs"
@@ -79,7 +81,8 @@ async def test_the_opencode_plugin_puts_the_packet_in_the_system_prompt(hash_sta
 async def test_the_opencode_plugin_adds_nothing_when_mnemo_is_down(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    project = a_project(tmp_path)
+    project = tmp_path / "opencode-project"
+    project.mkdir()
     code, _, err = await run_init(project, home, "--agent", "opencode", url=DEAD_URL)
     assert code == 0, err
     driver = tmp_path / "drive.mjs"

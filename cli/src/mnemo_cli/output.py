@@ -11,6 +11,15 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def refusal_line(where: str, error: dict[str, Any]) -> str:
+    """One refused item as the import commands print it: where (unless the message says it), the
+    status, the reason when it says more than the status, and the message."""
+    reason = error.get("reason")
+    said = f" ({reason})" if reason not in (None, "", "UNSPECIFIED", error["code"]) else ""
+    line = f"{error['code']}{said}: {error['message']}"
+    return f"{where}: {line}" if where else line
+
+
 def progress_bar(done: int, total: int, unit: str, counts: dict[str, int]) -> str:
     """One carriage-return line, redrawn in place on stderr while a stream is read."""
     width = 30

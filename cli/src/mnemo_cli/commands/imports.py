@@ -18,7 +18,7 @@ from typing import Any
 
 from mnemo_cli.commands.common import client, workspace_ref
 from mnemo_cli.commands.transfer import cmd_restore, is_export
-from mnemo_cli.output import print_json, progress_bar
+from mnemo_cli.output import print_json, progress_bar, refusal_line
 
 # Well under the server's 1,000: a batch is one transaction, and the bar moves per batch.
 BATCH = 200
@@ -121,9 +121,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print_json({"results": results, **{k.replace(" ", "_"): v for k, v in counts.items()}})
     else:
         for failure in refused:
-            error = failure["error"]
-            reason = f" ({error['reason']})" if error.get("reason") not in (None, "", "UNSPECIFIED") else ""
-            print(f"line {failure['line']}: {error['code']}{reason}: {error['message']}")
+            print(refusal_line(f"line {failure['line']}", failure["error"]))
         print(
             f"{len(lines)} lines: {counts['written']} written, {counts['already in']} already in, "
             f"{counts['refused']} refused"

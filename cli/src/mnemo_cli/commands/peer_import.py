@@ -15,7 +15,7 @@ from typing import Any
 
 from mnemo_cli.commands import imports
 from mnemo_cli.commands.common import client, workspace_ref
-from mnemo_cli.output import print_json, progress_bar
+from mnemo_cli.output import print_json, progress_bar, refusal_line
 
 BATCH_ACTIONS = ("accept", "rollback")
 # The tools `--from` reads (mnemo_cli.peers.READERS has one reader each); named here so that building
@@ -132,11 +132,7 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
         print_json({"batch": batch_id, "staged": args.stage, "results": results, **_counts(counts)})
     else:
         for failure in refused:
-            error = failure["error"]
-            reason = (
-                f" ({error['reason']})" if error.get("reason") not in (None, "", "UNSPECIFIED", error["code"]) else ""
-            )
-            print(f"{failure['record']}: {error['code']}{reason}: {error['message']}")
+            print(refusal_line(failure["record"], failure["error"]))
         print(
             f"{len(records)} records from {args.source}: {counts['written']} written, "
             f"{counts['already in']} already in, {counts['refused']} refused"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mnemo_cli.commands.common import client, workspace_ref
-from mnemo_cli.output import print_json, progress_bar
+from mnemo_cli.output import print_json, progress_bar, refusal_line
 
 FORMAT = "mnemo-export"
 # Records a call: well under the server's 1,000, and a memory record carries its whole history.
@@ -107,9 +107,8 @@ def cmd_restore(args: argparse.Namespace, lines: list[tuple[int, str]]) -> int:
         print_json({"results": results, **{k.replace(" ", "_"): v for k, v in counts.items()}})
     else:
         for failure in refused:
-            error = failure["error"]
-            reason = f" ({error['reason']})" if error.get("reason") not in (None, "", "UNSPECIFIED") else ""
-            print(f"{error['code']}{reason}: {error['message']}")
+            # The server's message names the line already.
+            print(refusal_line("", failure["error"]))
         print(
             f"{len(records)} records: {counts['restored']} restored, {counts['already in']} already in, "
             f"{counts['refused']} refused; vectors are rebuilt in the background (`mnemo status`)"
