@@ -31,7 +31,12 @@ class DatabaseSettings:
         shown_default="platform user data dir, e.g. `~/.local/share/mnemo`",
     )
     pool_min: int = setting("MNEMO_DB_POOL_MIN", 1, "Connections each service opens at start.", parse_positive_int)
-    pool_max: int = setting("MNEMO_DB_POOL_MAX", 10, "Most connections each service holds.", parse_positive_int)
+    pool_max: int = setting(
+        "MNEMO_DB_POOL_MAX",
+        10,
+        "Most connections a service's pool holds (search has two pools: its lexical statements have their own).",
+        parse_positive_int,
+    )
     wait_s: float = setting(
         "MNEMO_DB_WAIT_S",
         30.0,
