@@ -28,6 +28,16 @@ BATCH = 200
 IN_FLIGHT = 2
 
 
+def tally(counts: dict[str, int], result: dict[str, Any]) -> None:
+    """Counts one answered item of a batch write: refused, written, or already in (a replay)."""
+    if "error" in result:
+        counts["refused"] += 1
+    elif result["outcome"] in ("created", "new_version"):
+        counts["written"] += 1
+    else:
+        counts["already in"] += 1
+
+
 def _lines(path: str) -> list[tuple[int, str]]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
@@ -77,11 +87,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             results.append({"line": number, **result})
             if "error" in result:
                 refused.append({"line": number, **result})
-                counts["refused"] += 1
-            elif result["outcome"] in ("created", "new_version"):
-                counts["written"] += 1
-            else:
-                counts["already in"] += 1
+            tally(counts, result)
         if bar:
             print(progress_bar(done, len(lines), "lines", counts), end="", file=sys.stderr, flush=True)
 

@@ -116,12 +116,7 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
             else:
                 result = {"record": record.name, "source_uri": record.source_uri, **next(answered)}
             results.append(result)
-            if "error" in result:
-                counts["refused"] += 1
-            elif result["outcome"] in ("created", "new_version"):
-                counts["written"] += 1
-            else:
-                counts["already in"] += 1
+            imports.tally(counts, result)
         if bar:
             done = min(start_at + imports.BATCH, len(records))
             print(progress_bar(done, len(records), "records", counts), end="", file=sys.stderr, flush=True)
