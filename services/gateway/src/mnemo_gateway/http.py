@@ -1,4 +1,5 @@
-"""The gateway's ASGI app: MCP at /mcp and REST at /api/v1 in one app, every error in the one JSON body."""
+"""The gateway's ASGI app: MCP at /mcp, REST at /api/v1 and the web UI at /ui in one app; every error in the one JSON
+body, or, under /ui, on an HTML error page."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import grpc
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -21,6 +22,7 @@ from mnemo_gateway.operations import Operations
 from mnemo_gateway.requests import RequestContextMiddleware
 from mnemo_gateway.rest import build_router
 from mnemo_gateway.settings import GatewaySettings
+from mnemo_gateway.ui import Sessions, WebUI, build_ui_router, static_files
 from mnemo_platform import MnemoError
 from mnemo_platform.config import AuthSettings
 
@@ -194,6 +196,10 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
         telemetry={"tracing": False},
     )
     api.include_router(build_router(operations))
+    auth = auth or AuthSettings()
+    ui = WebUI(operations, Sessions(settings.ui_session_key, settings.ui_session_hours * 3600), auth.enabled)
+    api.include_router(build_ui_router(ui))
+    api.mount("/ui/static", static_files(), name="ui-static")
     api.router.routes.extend(mcp_app.routes)
 
     @api.get("/healthz", include_in_schema=False)
@@ -201,21 +207,29 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
         return {"status": "ok"}
 
     @api.exception_handler(CallError)
-    async def call_error(_: Request, exc: CallError) -> JSONResponse:
+    async def call_error(request: Request, exc: CallError) -> Response:
+        if ui.covers(request.url.path):
+            return ui.call_error_page(request, exc)
         return exc.response()
 
     @api.exception_handler(MnemoError)
-    async def mnemo_error(_: Request, exc: MnemoError) -> JSONResponse:
+    async def mnemo_error(request: Request, exc: MnemoError) -> Response:
+        if ui.covers(request.url.path):
+            return ui.call_error_page(request, CallError.of(exc))
         return CallError.of(exc).response()
 
     @api.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         problems = [_problem(e) for e in exc.errors()]
         summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems)
+        if ui.covers(request.url.path):
+            return ui.error_page(request, 400, f"invalid request: {summary}")
         return CallError.invalid(f"invalid request: {summary}").response(problems=problems)
 
     @api.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if ui.covers(request.url.path):
+            return ui.error_page(request, exc.status_code, str(exc.detail))
         code, reason = _HTTP_REFUSALS.get(exc.status_code, _OTHER_HTTP_REFUSAL)
         message = str(exc.detail)
         if exc.status_code == 400:
@@ -225,17 +239,18 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
         return error_response(code, reason, message, status=exc.status_code, headers=exc.headers)
 
     @api.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("http_unhandled_error")
+        if ui.covers(request.url.path):
+            return ui.error_page(request, 500, "internal error in Mnemo; the gateway log has the details")
         return error_response(
             grpc.StatusCode.INTERNAL,
             reasons_pb.ERROR_REASON_UNSPECIFIED,
             "internal error in Mnemo; the gateway log has the details",
         )
 
-    auth = auth or AuthSettings()
     authenticate = operations.authenticate if auth.enabled else None
     return BodyLimitMiddleware(
-        RequestContextMiddleware(HostCheck(api, transport_security), authenticate, auth.rate_per_minute),
+        RequestContextMiddleware(HostCheck(api, transport_security), authenticate, auth.rate_per_minute, ui),
         settings.max_body_bytes,
     )

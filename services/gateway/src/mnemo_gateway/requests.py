@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Protocol
 
 import grpc
 import structlog
@@ -28,6 +28,19 @@ _MAX_REQUEST_ID = 128
 OPEN_PATHS = ("/healthz", "/api/v1/openapi.json", "/api/v1/docs")
 
 Authenticator = Callable[[str, str], Awaitable[CallContext]]
+
+
+class SessionGate(Protocol):
+    """What the web UI tells the middleware about its paths: which it serves, which need no session, the token a
+    request's session cookie carries, and the answer to a request it cannot authenticate (a sign-in page, not JSON)."""
+
+    def covers(self, path: str) -> bool: ...
+
+    def is_open(self, path: str) -> bool: ...
+
+    def token(self, headers: Mapping[str, str]) -> str: ...
+
+    def refused(self, error: CallError, scope: MutableMapping[str, Any]) -> Any: ...
 
 
 class TokenBuckets:
@@ -54,19 +67,31 @@ class RequestContextMiddleware:
     """Opens the HTTP server span, assigns a request id, authenticates, and logs one line per request.
 
     With an authenticator (MNEMO_AUTH=on) every request but OPEN_PATHS needs `Authorization:
-    Bearer <token>`; the token is resolved once, here, and only the principal goes further.
+    Bearer <token>`; the token is resolved once, here, and only the principal goes further. Under the web UI's
+    paths the token comes from its signed session cookie instead (never from a header: the UI's forms are what
+    its CSRF checks cover), and a request without a live one gets the UI's sign-in page.
     """
 
-    def __init__(self, app: Any, authenticate: Authenticator | None = None, rate_per_minute: int = 0) -> None:
+    def __init__(
+        self,
+        app: Any,
+        authenticate: Authenticator | None = None,
+        rate_per_minute: int = 0,
+        ui: SessionGate | None = None,
+    ) -> None:
         self.app = app
         self.authenticate = authenticate
+        self.ui = ui
         self.buckets = TokenBuckets(rate_per_minute) if authenticate is not None and rate_per_minute else None
 
-    async def _principal(self, headers: dict[str, str], request_id: str) -> CallContext | CallError:
+    async def _principal(self, headers: dict[str, str], request_id: str, path: str) -> CallContext | CallError:
         """The caller, or the error to refuse it with."""
         if self.authenticate is None:
             return CallContext(request_id=request_id)  # local mode: the single local user
-        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if self.ui is not None and self.ui.covers(path):
+            scheme, token = "bearer", self.ui.token(headers)
+        else:
+            scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return CallError(
                 grpc.StatusCode.UNAUTHENTICATED,
@@ -86,10 +111,16 @@ class RequestContextMiddleware:
         request_id = headers.get("x-request-id", "")[:_MAX_REQUEST_ID] or new_request_id()
         path = scope.get("path", "")
         status = {"code": 500}
-        if path in OPEN_PATHS or (self.authenticate is None):
+        ui_path = self.ui is not None and self.ui.covers(path)
+        ui_open = self.ui is not None and ui_path and self.ui.is_open(path)
+        if path in OPEN_PATHS or (self.authenticate is None) or ui_open:
             call: CallContext | CallError = CallContext(request_id=request_id)
         else:
-            call = await self._principal(headers, request_id)
+            call = await self._principal(headers, request_id, path)
+        if isinstance(call, CallError) and ui_path and self.ui is not None:
+            log.info("ui_request_refused", path=path, status=call.http_status, request_id=request_id)
+            await self.ui.refused(call, scope)(scope, receive, send)
+            return
         if isinstance(call, CallError):
             log.info(
                 "http_request_refused",

@@ -1,4 +1,4 @@
-"""The gateway's settings: the public HTTP surface (MCP, REST)."""
+"""The gateway's settings: the public HTTP surface (MCP, REST, the web UI)."""
 
 from __future__ import annotations
 
@@ -32,4 +32,16 @@ class GatewaySettings:
         "",
         "Comma-separated extra `Host` names the gateway answers to, on `/mcp` and REST alike (DNS-rebinding "
         "protection; loopback and a specific bind address are always allowed): the names clients use.",
+    )
+    ui_session_key: str = setting(
+        "MNEMO_UI_SESSION_KEY",
+        "",
+        "Key the web UI signs its session cookies (and derives their CSRF tokens) with; empty: a random key per "
+        "process, so UI sessions end when the gateway restarts. Give every gateway replica the same key.",
+    )
+    ui_session_hours: int = setting(
+        "MNEMO_UI_SESSION_HOURS",
+        12,
+        "How long a web UI sign-in lasts before the token must be entered again.",
+        parse_positive_int,
     )
