@@ -59,7 +59,8 @@ async def site(postgres: Postgres) -> AsyncIterator[Site]:
         b = (await _ok(http, admin, "POST", "/api/v1/workspaces", {"name": f"ui-b-{tag}"}))["workspace"]["id"]
 
         async def token(principal: str, role: str, ws: str) -> str:
-            made = await _ok(http, admin, "POST", "/api/v1/tokens", {"principal": principal, "role": role, "workspaces": [ws]})
+            body = {"principal": principal, "role": role, "workspaces": [ws]}
+            made = await _ok(http, admin, "POST", "/api/v1/tokens", body)
             return str(made["secret"])
 
         agent_a, agent_b = await token("agent-a", "agent", a), await token("agent-b", "agent", b)
@@ -70,16 +71,27 @@ async def site(postgres: Postgres) -> AsyncIterator[Site]:
                 agent_a,
                 "POST",
                 "/api/v1/memories",
-                {"title": f"The {keyword} cache", "content": f"First draft: the {keyword} cache lives in /tmp.", "kind": "decision"},
+                {
+                    "title": f"The {keyword} cache",
+                    "content": f"First draft: the {keyword} cache lives in /tmp.",
+                    "kind": "decision",
+                },
             )
         )["memory"]["id"]
         # A moment between the two versions, to the second (what a datetime-local input sends).
         await asyncio.sleep(1.1)
         t_mid = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         await asyncio.sleep(1.1)
-        await _ok(http, agent_a, "PATCH", f"/api/v1/memories/{note}", {"content": f"Final: the {keyword} cache lives in /var/cache."})
+        final = {"content": f"Final: the {keyword} cache lives in /var/cache."}
+        await _ok(http, agent_a, "PATCH", f"/api/v1/memories/{note}", final)
         other_note = (
-            await _ok(http, agent_b, "POST", "/api/v1/memories", {"title": f"The {other_keyword} plan", "content": f"The {other_keyword} plan is secret to B."})
+            await _ok(
+                http,
+                agent_b,
+                "POST",
+                "/api/v1/memories",
+                {"title": f"The {other_keyword} plan", "content": f"The {other_keyword} plan is secret to B."},
+            )
         )["memory"]["id"]
     yield Site(stack, admin, a, b, agent_a, agent_b, reviewer_a, keyword, other_keyword, note, other_note, t_mid)
     await stack.stop()
