@@ -48,6 +48,36 @@ class EmbeddingState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EMBEDDING_STATE_PENDING: _ClassVar[EmbeddingState]
     EMBEDDING_STATE_EMBEDDED: _ClassVar[EmbeddingState]
     EMBEDDING_STATE_FAILED: _ClassVar[EmbeddingState]
+
+class ProposalKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROPOSAL_KIND_UNSPECIFIED: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_CONFIRM: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_MERGE: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_SUPERSEDE: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_RETRACT: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_PROMOTE: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_RESTORE: _ClassVar[ProposalKind]
+    PROPOSAL_KIND_ACCEPT_BATCH: _ClassVar[ProposalKind]
+
+class ProposalState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROPOSAL_STATE_UNSPECIFIED: _ClassVar[ProposalState]
+    PROPOSAL_STATE_OPEN: _ClassVar[ProposalState]
+    PROPOSAL_STATE_APPLIED: _ClassVar[ProposalState]
+    PROPOSAL_STATE_REJECTED: _ClassVar[ProposalState]
+    PROPOSAL_STATE_REVERSED: _ClassVar[ProposalState]
+
+class ProposalSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROPOSAL_SOURCE_UNSPECIFIED: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_AGENT: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_HUMAN: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_HARVEST: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_SCREENING: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_CONSOLIDATION: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_FEEDBACK: _ClassVar[ProposalSource]
+    PROPOSAL_SOURCE_IMPORT: _ClassVar[ProposalSource]
 MEMORY_KIND_UNSPECIFIED: MemoryKind
 MEMORY_KIND_NOTE: MemoryKind
 MEMORY_KIND_DECISION: MemoryKind
@@ -74,6 +104,27 @@ EMBEDDING_STATE_UNSPECIFIED: EmbeddingState
 EMBEDDING_STATE_PENDING: EmbeddingState
 EMBEDDING_STATE_EMBEDDED: EmbeddingState
 EMBEDDING_STATE_FAILED: EmbeddingState
+PROPOSAL_KIND_UNSPECIFIED: ProposalKind
+PROPOSAL_KIND_CONFIRM: ProposalKind
+PROPOSAL_KIND_MERGE: ProposalKind
+PROPOSAL_KIND_SUPERSEDE: ProposalKind
+PROPOSAL_KIND_RETRACT: ProposalKind
+PROPOSAL_KIND_PROMOTE: ProposalKind
+PROPOSAL_KIND_RESTORE: ProposalKind
+PROPOSAL_KIND_ACCEPT_BATCH: ProposalKind
+PROPOSAL_STATE_UNSPECIFIED: ProposalState
+PROPOSAL_STATE_OPEN: ProposalState
+PROPOSAL_STATE_APPLIED: ProposalState
+PROPOSAL_STATE_REJECTED: ProposalState
+PROPOSAL_STATE_REVERSED: ProposalState
+PROPOSAL_SOURCE_UNSPECIFIED: ProposalSource
+PROPOSAL_SOURCE_AGENT: ProposalSource
+PROPOSAL_SOURCE_HUMAN: ProposalSource
+PROPOSAL_SOURCE_HARVEST: ProposalSource
+PROPOSAL_SOURCE_SCREENING: ProposalSource
+PROPOSAL_SOURCE_CONSOLIDATION: ProposalSource
+PROPOSAL_SOURCE_FEEDBACK: ProposalSource
+PROPOSAL_SOURCE_IMPORT: ProposalSource
 
 class Workspace(_message.Message):
     __slots__ = ("id", "name", "root_path", "created_at")
@@ -212,3 +263,43 @@ class AuditEvent(_message.Message):
     hash: str
     details: _struct_pb2.Struct
     def __init__(self, id: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., principal: _Optional[str] = ..., workspace_id: _Optional[str] = ..., action: _Optional[str] = ..., memory_id: _Optional[str] = ..., version: _Optional[int] = ..., before_hash: _Optional[str] = ..., after_hash: _Optional[str] = ..., request_id: _Optional[str] = ..., trace_id: _Optional[str] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., details: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class Proposal(_message.Message):
+    __slots__ = ("id", "workspace_id", "kind", "memory_ids", "change", "reason", "proposed_by", "source", "state", "created_at", "decided_by", "decided_at", "decision_reason", "applied", "reversed_by", "reversed_at", "reverse_reason", "stale")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_BY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    DECISION_REASON_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    REVERSED_BY_FIELD_NUMBER: _ClassVar[int]
+    REVERSED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVERSE_REASON_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    workspace_id: str
+    kind: ProposalKind
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    change: _struct_pb2.Struct
+    reason: str
+    proposed_by: str
+    source: ProposalSource
+    state: ProposalState
+    created_at: _timestamp_pb2.Timestamp
+    decided_by: str
+    decided_at: _timestamp_pb2.Timestamp
+    decision_reason: str
+    applied: _struct_pb2.Struct
+    reversed_by: str
+    reversed_at: _timestamp_pb2.Timestamp
+    reverse_reason: str
+    stale: bool
+    def __init__(self, id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., kind: _Optional[_Union[ProposalKind, str]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., change: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reason: _Optional[str] = ..., proposed_by: _Optional[str] = ..., source: _Optional[_Union[ProposalSource, str]] = ..., state: _Optional[_Union[ProposalState, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_by: _Optional[str] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decision_reason: _Optional[str] = ..., applied: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reversed_by: _Optional[str] = ..., reversed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reverse_reason: _Optional[str] = ..., stale: _Optional[bool] = ...) -> None: ...

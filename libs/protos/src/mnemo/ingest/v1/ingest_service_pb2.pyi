@@ -499,3 +499,81 @@ class RollbackImportBatchResponse(_message.Message):
     batch: ImportBatch
     removed: int
     def __init__(self, batch: _Optional[_Union[ImportBatch, _Mapping]] = ..., removed: _Optional[int] = ...) -> None: ...
+
+class ProposeChangeRequest(_message.Message):
+    __slots__ = ("workspace", "kind", "memory_ids", "change", "reason", "source", "dedupe_key")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DEDUPE_KEY_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    kind: _common_pb2.ProposalKind
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    change: _struct_pb2.Struct
+    reason: str
+    source: _common_pb2.ProposalSource
+    dedupe_key: str
+    def __init__(self, workspace: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.ProposalKind, str]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., change: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reason: _Optional[str] = ..., source: _Optional[_Union[_common_pb2.ProposalSource, str]] = ..., dedupe_key: _Optional[str] = ...) -> None: ...
+
+class ProposeChangeResponse(_message.Message):
+    __slots__ = ("proposal", "created")
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    proposal: _common_pb2.Proposal
+    created: bool
+    def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class AcceptProposalRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AcceptProposalResponse(_message.Message):
+    __slots__ = ("proposal", "memories")
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    proposal: _common_pb2.Proposal
+    memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
+    def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class RejectProposalRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RejectProposalResponse(_message.Message):
+    __slots__ = ("proposal",)
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    proposal: _common_pb2.Proposal
+    def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ...) -> None: ...
+
+class ReverseProposalRequest(_message.Message):
+    __slots__ = ("workspace", "id", "reason")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    reason: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReverseProposalResponse(_message.Message):
+    __slots__ = ("proposal", "memories")
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    proposal: _common_pb2.Proposal
+    memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
+    def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...

@@ -130,6 +130,26 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchResponse.FromString,
                 _registered_method=True)
+        self.ProposeChange = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/ProposeChange',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ProposeChangeRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ProposeChangeResponse.FromString,
+                _registered_method=True)
+        self.AcceptProposal = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/AcceptProposal',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptProposalRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptProposalResponse.FromString,
+                _registered_method=True)
+        self.RejectProposal = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RejectProposal',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RejectProposalRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RejectProposalResponse.FromString,
+                _registered_method=True)
+        self.ReverseProposal = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/ReverseProposal',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -274,6 +294,37 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProposeChange(self, request, context):
+        """ProposeChange opens a proposal for a reviewer to decide: agents propose, never decide. A repeat
+        with the same dedupe_key answers the first proposal (created false).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptProposal(self, request, context):
+        """AcceptProposal applies an open proposal's change atomically, through the same write paths as a
+        direct correction; a stale proposal (its memories changed since) is refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectProposal(self, request, context):
+        """RejectProposal closes an open proposal without applying it; the reason is required.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReverseProposal(self, request, context):
+        """ReverseProposal undoes an applied proposal (statuses and versions back, as new audited events);
+        refused when the memories changed since it was applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -366,6 +417,26 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RollbackImportBatch,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchResponse.SerializeToString,
+            ),
+            'ProposeChange': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeChange,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ProposeChangeRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ProposeChangeResponse.SerializeToString,
+            ),
+            'AcceptProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptProposal,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptProposalRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptProposalResponse.SerializeToString,
+            ),
+            'RejectProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectProposal,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RejectProposalRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RejectProposalResponse.SerializeToString,
+            ),
+            'ReverseProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReverseProposal,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -860,6 +931,114 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RollbackImportBatch',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RollbackImportBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProposeChange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/ProposeChange',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ProposeChangeRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ProposeChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/AcceptProposal',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptProposalRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AcceptProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RejectProposal',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RejectProposalRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RejectProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReverseProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/ReverseProposal',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,

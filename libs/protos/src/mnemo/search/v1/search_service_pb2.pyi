@@ -393,3 +393,43 @@ class ExportMemoriesResponse(_message.Message):
     RECORD_FIELD_NUMBER: _ClassVar[int]
     record: str
     def __init__(self, record: _Optional[str] = ...) -> None: ...
+
+class ListProposalsRequest(_message.Message):
+    __slots__ = ("workspace", "state", "kind", "memory_id", "limit", "page_token")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    state: _common_pb2.ProposalState
+    kind: _common_pb2.ProposalKind
+    memory_id: str
+    limit: int
+    page_token: str
+    def __init__(self, workspace: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ProposalState, str]] = ..., kind: _Optional[_Union[_common_pb2.ProposalKind, str]] = ..., memory_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListProposalsResponse(_message.Message):
+    __slots__ = ("proposals", "next_page_token")
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    proposals: _containers.RepeatedCompositeFieldContainer[_common_pb2.Proposal]
+    next_page_token: str
+    def __init__(self, proposals: _Optional[_Iterable[_Union[_common_pb2.Proposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetProposalRequest(_message.Message):
+    __slots__ = ("workspace", "id")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class GetProposalResponse(_message.Message):
+    __slots__ = ("proposal", "memories")
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    proposal: _common_pb2.Proposal
+    memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
+    def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...

@@ -102,6 +102,16 @@ class SearchServiceStub:
                 request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesRequest.SerializeToString,
                 response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesResponse.FromString,
                 _registered_method=True)
+        self.ListProposals = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/ListProposals',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListProposalsRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListProposalsResponse.FromString,
+                _registered_method=True)
+        self.GetProposal = channel.unary_unary(
+                '/mnemo.search.v1.SearchService/GetProposal',
+                request_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetProposalRequest.SerializeToString,
+                response_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetProposalResponse.FromString,
+                _registered_method=True)
 
 
 class SearchServiceServicer:
@@ -205,6 +215,21 @@ class SearchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListProposals(self, request, context):
+        """ListProposals lists proposals, newest first (reviewer or admin: an agent proposes but does not
+        see the queue).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProposal(self, request, context):
+        """GetProposal returns one proposal with the memories it touches as they are now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SearchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +297,16 @@ def add_SearchServiceServicer_to_server(servicer, server):
                     servicer.ExportMemories,
                     request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesRequest.FromString,
                     response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesResponse.SerializeToString,
+            ),
+            'ListProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProposals,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListProposalsRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.ListProposalsResponse.SerializeToString,
+            ),
+            'GetProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProposal,
+                    request_deserializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetProposalRequest.FromString,
+                    response_serializer=mnemo_dot_search_dot_v1_dot_search__service__pb2.GetProposalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -628,6 +663,60 @@ class SearchService:
             '/mnemo.search.v1.SearchService/ExportMemories',
             mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesRequest.SerializeToString,
             mnemo_dot_search_dot_v1_dot_search__service__pb2.ExportMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/ListProposals',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ListProposalsRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.ListProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.search.v1.SearchService/GetProposal',
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.GetProposalRequest.SerializeToString,
+            mnemo_dot_search_dot_v1_dot_search__service__pb2.GetProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,141 @@
+"""Typed SQL of proposals (`proposals`): opening one in the caller's transaction, with its audit
+event and the fingerprint of the memories it touches, and reading them back.
+
+Everything that proposes (harvest candidates, flagged writes, consolidation, feedback, staged
+imports, agents through `memory_propose`) opens its proposal with `open_proposal`, so every
+proposal is audited and fingerprinted the same way; deciding one is the ingest service's
+(services/ingest/src/mnemo_ingest/review.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from mnemo_store.audit import AuditEvent, append_audit_event
+
+KINDS = ("confirm", "merge", "supersede", "retract", "promote", "restore", "accept_batch")
+SOURCES = ("agent", "human", "harvest", "screening", "consolidation", "feedback", "import")
+STATES = ("open", "applied", "rejected", "reversed")
+
+
+@dataclass(frozen=True)
+class NewProposal:
+    """A proposal as its proposer states it; `change` holds the kind's fields (docs/review.md)."""
+
+    workspace_id: str
+    kind: str
+    memory_ids: Sequence[uuid.UUID]
+    reason: str
+    proposed_by: str
+    source: str
+    change: dict[str, Any] = field(default_factory=dict)
+    # The proposer's key for "the same suggestion": a second proposal with it is not opened.
+    dedupe_key: str | None = None
+
+
+async def fingerprint(conn: asyncpg.Connection, memory_ids: Sequence[uuid.UUID]) -> str:
+    """sha256 over the memories' state that a decision depends on, in id order; a memory that no
+    longer exists counts as gone. Equal fingerprints mean nothing a proposal rests on has changed."""
+    rows = await conn.fetch(
+        """
+        SELECT i.id, m.version, m.status, m.superseded_by, m.deleted_at
+        FROM unnest($1::uuid[]) AS i (id) LEFT JOIN memories m ON m.id = i.id
+        ORDER BY i.id
+        """,
+        list(memory_ids),
+    )
+    state = [
+        [
+            str(r["id"]),
+            r["version"],
+            r["status"],
+            str(r["superseded_by"]) if r["superseded_by"] else None,
+            r["deleted_at"].isoformat() if r["deleted_at"] else None,
+        ]
+        for r in rows
+    ]
+    return hashlib.sha256(json.dumps(state, separators=(",", ":")).encode()).hexdigest()
+
+
+async def open_proposal(conn: asyncpg.Connection, proposal: NewProposal) -> tuple[asyncpg.Record, bool]:
+    """Opens the proposal in the caller's transaction with its `propose` audit event; returns the
+    row and True, or, when the workspace already holds a proposal with the same dedupe_key (in
+    any state), that one and False (nothing written)."""
+    if proposal.kind not in KINDS:
+        raise ValueError(f"unknown proposal kind {proposal.kind!r}")
+    if proposal.source not in SOURCES:
+        raise ValueError(f"unknown proposal source {proposal.source!r}")
+    ids = list(dict.fromkeys(proposal.memory_ids))
+    row = await conn.fetchrow(
+        """
+        INSERT INTO proposals
+            (id, workspace_id, kind, memory_ids, change, reason, proposed_by, source, fingerprint, dedupe_key)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        ON CONFLICT (workspace_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+        RETURNING *
+        """,
+        uuid.uuid4(),
+        proposal.workspace_id,
+        proposal.kind,
+        ids,
+        proposal.change,
+        proposal.reason,
+        proposal.proposed_by,
+        proposal.source,
+        await fingerprint(conn, ids),
+        proposal.dedupe_key,
+    )
+    if row is None:
+        existing = await conn.fetchrow(
+            "SELECT * FROM proposals WHERE workspace_id = $1 AND dedupe_key = $2",
+            proposal.workspace_id,
+            proposal.dedupe_key,
+        )
+        return existing, False
+    await append_audit_event(
+        conn,
+        AuditEvent(
+            proposal.workspace_id,
+            "propose",
+            str(ids[0]) if len(ids) == 1 else None,
+            details={
+                "proposal_id": str(row["id"]),
+                "kind": proposal.kind,
+                "memory_ids": [str(i) for i in ids],
+                "source": proposal.source,
+                "reason": proposal.reason,
+            },
+        ),
+    )
+    return row, True
+
+
+async def lock_proposal(
+    conn: asyncpg.Connection, proposal_id: uuid.UUID, workspace_ids: Sequence[str]
+) -> asyncpg.Record | None:
+    """The proposal, locked until commit, if it is in one of the workspaces: two decisions on one
+    proposal take turns."""
+    return await conn.fetchrow(
+        "SELECT * FROM proposals WHERE id = $1 AND workspace_id = ANY($2::text[]) FOR UPDATE",
+        proposal_id,
+        list(workspace_ids),
+    )
+
+
+async def find_proposal(conn: asyncpg.Connection | asyncpg.Pool, proposal_id: uuid.UUID) -> asyncpg.Record | None:
+    return await conn.fetchrow("SELECT * FROM proposals WHERE id = $1", proposal_id)
+
+
+async def open_proposals_for(conn: asyncpg.Connection, memory_ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
+    """The open proposals touching any of the memories, oldest first."""
+    return await conn.fetch(
+        "SELECT * FROM proposals WHERE state = 'open' AND memory_ids && $1::uuid[] ORDER BY created_at, id",
+        list(memory_ids),
+    )
