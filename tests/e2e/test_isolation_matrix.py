@@ -29,6 +29,7 @@ from mnemo.search.v1 import search_service_pb2_grpc as sgrpc
 from mnemo_embed import HashEmbedder
 from mnemo_platform import CallContext
 from mnemo_server.stack import Stack
+from tests.e2e.ui import UiClient
 from tests.harvest.agents import conversation
 from tests.helpers import Postgres, eventually, mcp_client, start_stack
 
@@ -327,6 +328,7 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_mcp_walls",
         "test_grpc_walls",
         "test_global_is_readable_not_writable",
+        "test_ui_walls",
     ),
     f"{SEARCH}.GetContext": (
         "test_context_matrix",
@@ -340,9 +342,10 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_own_history_and_as_of",
         "test_mcp_walls",
         "test_grpc_walls",
+        "test_ui_walls",
     ),
     f"{SEARCH}.ListMemories": ("test_list_matrix", "test_naming_another_workspace_is_refused", "test_grpc_walls"),
-    f"{SEARCH}.ListWorkspaces": ("test_workspaces_and_status", "test_grpc_walls"),
+    f"{SEARCH}.ListWorkspaces": ("test_workspaces_and_status", "test_grpc_walls", "test_ui_walls"),
     # No route of its own: the gateway and the harvester resolve through it.
     f"{SEARCH}.ResolveWorkspace": ("test_grpc_walls",),
     f"{SEARCH}.GetStatus": (
@@ -357,6 +360,7 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_naming_another_workspace_is_refused",
         "test_mcp_walls",
         "test_grpc_walls",
+        "test_ui_walls",
     ),
     f"{SEARCH}.ListAuditEvents": (
         "test_own_audit_log",
@@ -364,6 +368,7 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_foreign_ids_through_own_workspace",
         "test_naming_another_workspace_is_refused",
         "test_grpc_walls",
+        "test_ui_walls",
     ),
     f"{SEARCH}.VerifyAudit": ("test_own_audit_log", "test_naming_another_workspace_is_refused", "test_grpc_walls"),
     f"{SEARCH}.Authenticate": (
@@ -372,10 +377,10 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
         "test_a_revoked_token_reads_nothing",
         "test_grpc_walls",
     ),
-    f"{SEARCH}.ListTokens": ("test_token_rpcs_are_admin_only", "test_grpc_walls"),
+    f"{SEARCH}.ListTokens": ("test_token_rpcs_are_admin_only", "test_grpc_walls", "test_ui_walls"),
     f"{SEARCH}.ExportMemories": ("test_token_rpcs_are_admin_only", "test_grpc_walls"),
-    f"{HARVEST}.Status": ("test_harvest_status_and_sources", "test_mcp_walls", "test_grpc_walls"),
-    f"{HARVEST}.ListSources": ("test_harvest_status_and_sources", "test_grpc_walls"),
+    f"{HARVEST}.Status": ("test_harvest_status_and_sources", "test_mcp_walls", "test_grpc_walls", "test_ui_walls"),
+    f"{HARVEST}.ListSources": ("test_harvest_status_and_sources", "test_grpc_walls", "test_ui_walls"),
 }
 
 # How each read RPC answers an agent: refuses another workspace's name (scoped), filters its
@@ -1352,3 +1357,83 @@ async def test_context_matrix(matrix: Matrix, caller_index: int) -> None:
     assert {mem["superseded"], mem["retracted"]} <= _packet_ids(since, "changed")
     superseded = next(i for p in since["sections"] for i in p["items"] if i["id"] == mem["superseded"])
     assert superseded["successor"]["id"] == mem["successor"]
+
+
+# -- the web UI: the same walls through its pages, signed in as the caller's agent token ---------------------
+
+# Every page the UI serves, and what covers it here: the read pages in test_ui_walls; the sign-in page is open
+# (it reads nothing); the review queue refuses every agent (tests/e2e/test_roles.py: test_ui_pages_hold_the_roles).
+UI_PAGES = {
+    "/ui": "redirect",
+    "/ui/": "redirect",
+    "/ui/login": "open",
+    "/ui/search": "test_ui_walls",
+    "/ui/memories/{memory_id}": "test_ui_walls",
+    "/ui/harvest": "test_ui_walls",
+    "/ui/tokens": "test_ui_walls",
+}
+
+
+def ui_pages() -> set[str]:
+    """The GET pages the UI router serves (its POSTs are the forms on these pages)."""
+    from mnemo_gateway.ui import Sessions, WebUI, build_ui_router
+
+    router = build_ui_router(WebUI(None, Sessions("", 60), True))  # type: ignore[arg-type]  # routes only
+    return {route.path for route in router.routes if "GET" in getattr(route, "methods", ())}
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=PAIR_IDS)
+async def test_ui_walls(matrix: Matrix, pair: tuple[int, int]) -> None:
+    """Signed in to the UI with its agent token, the caller cannot search the target's workspace, open its memory
+    pages (named by workspace, or as its own), or see it in the switcher, harvest or token pages; it sees its own."""
+    m = matrix
+    caller, target = m.walls[pair[0]], m.walls[pair[1]]
+    assert ui_pages() <= set(UI_PAGES) | {"/ui/review", "/ui/review/{proposal_id}"}
+    client = UiClient(m.stack.base_url)
+    try:
+        assert (await client.sign_in(caller.token)).status_code == 303
+        mem = target.memory
+        named: list[tuple[str, dict[str, str]]] = [
+            *(("/ui/search", {"q": target.keyword, "workspace": ref}) for ref in target.refs(caller)),
+            (
+                "/ui/search",
+                {
+                    "q": target.keyword,
+                    "workspace": target.id,
+                    "include_history": "on",
+                    "explain": "on",
+                    "as_of": m.t_end,
+                },
+            ),
+            ("/ui/search", {"q": target.keyword, "workspace": target.name, "kind": "decision", "tags": target.tag}),
+            (f"/ui/memories/{mem['note']}", {"workspace": target.id}),
+            (f"/ui/memories/{mem['updated']}", {"workspace": target.name, "as_of": m.t_mid}),
+            (f"/ui/memories/{mem['superseded']}", {"workspace": target.root}),
+        ]
+        for path, params in named:
+            page = await client.get(path, **params)
+            assert page.status_code == 403, (path, params, page.text[:800])
+            assert page.headers["content-type"].startswith("text/html")
+            m.assert_clean(caller.index, page.text, f"UI {path} {params}", identity=False)
+        # The target's ids through the caller's own workspace: not found, as any unknown id.
+        for role in FOREIGN_ROLES:
+            page = await client.get(f"/ui/memories/{mem[role]}")
+            assert page.status_code == 404, (role, page.text[:800])
+            m.assert_clean(caller.index, page.text.replace(mem[role], ""), f"UI foreign {role}")
+        tokens = await client.get("/ui/tokens")
+        assert tokens.status_code == 403 and "needs the admin role" in tokens.text
+        m.assert_clean(caller.index, tokens.text, "UI tokens", identity=False)
+        # Positive control: its own search, memory page (history, audit, as-of) and harvest page, and nothing else's.
+        own = caller.memory
+        found = await client.get("/ui/search", q=caller.keyword)
+        assert found.status_code == 200 and f'data-id="{own["decision"]}"' in found.text
+        page = await client.get(f"/ui/memories/{own['updated']}", as_of=m.t_mid)
+        assert page.status_code == 200, page.text[:800]
+        assert f"{caller.keyword} final" in page.text and f"{caller.keyword} draft" in page.text
+        assert page.text.count('class="tl-version"') == 2 and "update" in page.text
+        harvest = await client.get("/ui/harvest")
+        assert harvest.status_code == 200 and caller.session_id in harvest.text
+        for text, where in ((found.text, "UI own search"), (page.text, "UI own memory"), (harvest.text, "UI harvest")):
+            m.assert_clean(caller.index, text, where)
+    finally:
+        await client.close()
