@@ -132,3 +132,49 @@ async def test_the_least_role_gets_past_the_check(roles: Roles, name: str) -> No
     assert code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INTERNAL), (code, details)
     # Authenticate judges the (empty) bearer token it was given; any other UNAUTHENTICATED is the principal's.
     assert code != grpc.StatusCode.UNAUTHENTICATED or "bearer token is unknown" in details, details
+
+
+# The web UI's pages and the RPC each one reads first: a page needs exactly that RPC's least role, read from the
+# same descriptors (the UI keeps no role table of its own either).
+UI_PAGES = {
+    "/ui/search": "mnemo.search.v1.SearchService.ListWorkspaces",
+    "/ui/harvest": "mnemo.harvest.v1.HarvestService.Status",
+    "/ui/tokens": "mnemo.search.v1.SearchService.ListTokens",
+    "/ui/review": "mnemo.search.v1.SearchService.ListProposals",
+}
+
+
+async def test_ui_pages_hold_the_roles(roles: Roles) -> None:
+    from tests.e2e.ui import UiClient
+
+    assert {LEAST_ROLE[rpc] for rpc in UI_PAGES.values()} == set(ROLES)  # positive control: every level is checked
+    base = roles.stack.base_url
+    tokens = {"admin": roles.stack.bootstrap_token}
+    admin = {"Authorization": f"Bearer {roles.stack.bootstrap_token}"}
+    async with httpx.AsyncClient(base_url=base, headers=admin) as http:
+        for role in ("agent", "reviewer"):
+            body = {"principal": f"ui-{role}", "role": role, "workspaces": [roles.workspace_id]}
+            made = await http.post("/api/v1/tokens", json=body)
+            assert made.status_code == 201, made.text
+            tokens[role] = made.json()["secret"]
+    for role, token in tokens.items():
+        client = UiClient(base)
+        try:
+            assert (await client.sign_in(token)).status_code == 303
+            for page, rpc in UI_PAGES.items():
+                least = LEAST_ROLE[rpc]
+                answer = await client.get(page)
+                if ROLES.index(role) < ROLES.index(least):
+                    assert answer.status_code == 403, (role, page, answer.text[:500])
+                    assert f"needs the {least} role; this token is {role}" in answer.text, answer.text[:1000]
+                    assert "Traceback" not in answer.text
+                else:
+                    # The role itself gets the page.
+                    assert answer.status_code == 200, (role, page, answer.status_code, answer.text[:500])
+            # The navigation offers exactly the pages the role may open.
+            nav = (await client.get("/ui/search")).text.split("</nav>", 1)[0]
+            for page, rpc in UI_PAGES.items():
+                allowed = ROLES.index(role) >= ROLES.index(LEAST_ROLE[rpc])
+                assert (f'href="{page}?' in nav) == allowed, (role, page)
+        finally:
+            await client.close()

@@ -14,11 +14,13 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 
+from mnemo.common.v1 import common_pb2, options_pb2
+from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.errors import CallError
 from mnemo_gateway.schemas import KINDS, MODES, ROLES, SearchInput, TokenInput
 from mnemo_gateway.ui.session import COOKIE, COOKIE_PATH, CSRF_FIELD, same_origin
 from mnemo_gateway.ui.web import PREFIX, WebUI
-from mnemo_platform import new_request_id
+from mnemo_platform import current_call, enum_label, enum_labels, new_request_id
 
 STATIC = Path(__file__).parent / "static"
 AUDIT_PAGE = 50
@@ -26,6 +28,11 @@ SOURCES_PAGE = 50
 # The time filters the search form offers, as SearchInput names them.
 TIME_FIELDS = ("created_after", "created_before", "updated_after", "updated_before", "as_of", "valid_at")
 Form = dict[str, list[str]]
+# What a reviewer may do to a proposal, the operation that does it, and the word for it done.
+DECISIONS = {"accept": "accept_proposal", "reject": "reject_proposal", "reverse": "reverse_proposal"}
+DONE = {"accept": "accepted", "reject": "rejected", "reverse": "reversed"}
+PROPOSAL_STATES = ("open", "applied", "rejected", "reversed", "all")
+PROPOSAL_KINDS = tuple(enum_labels(common_pb2.ProposalKind))
 
 
 def moment(value: str | None, field: str) -> datetime | None:
@@ -254,7 +261,140 @@ def build_ui_router(ui: WebUI) -> APIRouter:
         await ops.revoke_token(token_id)
         return back("/tokens", revoked=token_id)
 
+    # -- the review queue (reviewer: the services refuse an agent, and the page says so) -------------------
+
+    @router.get("/review")
+    async def review(request: Request) -> Response:
+        q = request.query_params
+        workspace = ops.workspace(q.get("workspace"))
+        state = q.get("state", "open")
+        kind = q.get("kind", "")
+        listed = await review_call(
+            ops,
+            "list_proposals",
+            workspace,
+            state=state if state != "all" else "",
+            kind=kind,
+            page_token=q.get("page", ""),
+        )
+        return await ui.page(
+            request,
+            "review.html",
+            workspace,
+            switch_action="/ui/review",
+            proposals=listed["proposals"],
+            next_page=listed.get("next_page_token", ""),
+            state=state,
+            kind=kind,
+            states=PROPOSAL_STATES,
+            proposal_kinds=PROPOSAL_KINDS,
+            outcomes=[],
+            done=q.get("done", ""),
+        )
+
+    @router.get("/review/{proposal_id}")
+    async def proposal(request: Request, proposal_id: str) -> Response:
+        q = request.query_params
+        workspace = ops.workspace(q.get("workspace"))
+        shown = await review_call(ops, "get_proposal", workspace, proposal_id=proposal_id)
+        return await ui.page(
+            request,
+            "proposal.html",
+            workspace,
+            switch_action="/ui/review",
+            proposal=shown["proposal"],
+            memories=shown.get("memories", []),
+            done=q.get("done", ""),
+        )
+
+    @router.post("/review/{proposal_id}/{decision}")
+    async def decide(request: Request, proposal_id: str, decision: str) -> Response:
+        form = await posted(ui, request)
+        workspace = ops.workspace(first(form, "workspace"))
+        if proposal_id == "bulk":
+            return await decide_many(request, form, workspace, decision)
+        await review_call(
+            ops,
+            DECISIONS[checked_decision(decision)],
+            workspace,
+            proposal_id=proposal_id,
+            reason=reason_of(form, decision),
+        )
+        return back(f"/review/{proposal_id}", workspace=workspace, done=DONE[decision])
+
+    async def decide_many(request: Request, form: Form, workspace: str, decision: str) -> Response:
+        """Each selected proposal decided on its own (one call each, as from its own page); the page lists what
+        happened to every one, a refusal beside the others' success."""
+        checked_decision(decision)
+        ids = [i for i in form.get("id", []) if i.strip()]
+        if not ids:
+            raise CallError.invalid("select at least one proposal")
+        if decision == "reverse":
+            raise CallError.invalid("reverse proposals one at a time, each with its own reason")
+        reason = reason_of(form, decision)
+        outcomes = []
+        for proposal_id in ids:
+            try:
+                await review_call(ops, DECISIONS[decision], workspace, proposal_id=proposal_id, reason=reason)
+                outcomes.append({"id": proposal_id, "ok": True, "message": DONE[decision]})
+            except CallError as exc:
+                outcomes.append({"id": proposal_id, "ok": False, "message": exc.message})
+        listed = await review_call(ops, "list_proposals", workspace, state="open", kind="", page_token="")
+        return await ui.page(
+            request,
+            "review.html",
+            workspace,
+            switch_action="/ui/review",
+            proposals=listed["proposals"],
+            next_page=listed.get("next_page_token", ""),
+            state="open",
+            kind="",
+            states=PROPOSAL_STATES,
+            proposal_kinds=PROPOSAL_KINDS,
+            outcomes=outcomes,
+            done="",
+        )
+
     return router
+
+
+def checked_decision(decision: str) -> str:
+    if decision not in DECISIONS:
+        raise CallError(grpc.StatusCode.NOT_FOUND, f"no such decision {decision[:40]!r}: accept, reject or reverse", 0)
+    return decision
+
+
+def reason_of(form: Form, decision: str) -> str:
+    """The reviewer's reason: required to reject or reverse (the audit log and the proposer are told why)."""
+    reason = first(form, "reason").strip()
+    if decision in ("reject", "reverse") and not reason:
+        raise CallError.invalid(f"a reason is required to {decision} a proposal")
+    return reason
+
+
+# The least role the proto declares for reading the queue: the UI refuses a lower one up front with the services'
+# own words, so the page says so even before a call is made (the services refuse it again in any case).
+_LIST_PROPOSALS = search_pb.DESCRIPTOR.services_by_name["SearchService"].methods_by_name["ListProposals"]
+
+
+def require_reviewer() -> None:
+    options = _LIST_PROPOSALS.GetOptions()
+    role = enum_label(options_pb2.Role, options.Extensions[options_pb2.least_role])
+    current_call().require(role, options.Extensions[options_pb2.action])
+
+
+async def review_call(ops: Any, name: str, workspace: str, **args: Any) -> dict[str, Any]:
+    """One of the gateway's review operations (ReviewOperations)."""
+    require_reviewer()
+    operation = getattr(ops, name, None)
+    if operation is None:
+        raise CallError(
+            grpc.StatusCode.UNIMPLEMENTED,
+            "the review queue is not served by this gateway yet (its review operations are missing)",
+            0,
+        )
+    result: dict[str, Any] = await operation(workspace=workspace, **args)
+    return result
 
 
 def static_files() -> StaticFiles:
