@@ -105,6 +105,10 @@ def build_ui_router(ui: WebUI) -> APIRouter:
 
     @router.get("/login")
     async def login_page(request: Request) -> Response:
+        session = ui.sessions.read(request.cookies)
+        if ui.auth_enabled and session is not None and session.token:
+            # Signed in already (this open path is not authenticated, so it must not render as anyone).
+            return back("/search")
         expired = request.query_params.get("expired") == "1"
         message = "Your session ended or its token was revoked: sign in again." if expired else ""
         return ui.render(request, "login.html", message=message)
