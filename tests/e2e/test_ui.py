@@ -10,11 +10,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from mnemo.common.v1 import common_pb2
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo_embed import HashEmbedder
+from mnemo_platform import CallContext
 from mnemo_server.stack import Stack
 from tests.e2e.ui import UiClient, csrf_of, launch_chromium
 from tests.helpers import Postgres, start_stack
@@ -362,5 +367,137 @@ async def test_local_mode_needs_no_sign_in_but_still_checks_posts(hash_stack: St
         assert foreign.status_code == 403
         reached = await client.post(unknown, {"csrf": csrf_of(tokens.text)})
         assert reached.status_code == 404, reached.text  # positive control: past the checks, the service answers
+    finally:
+        await client.close()
+
+
+# -- the review queue ------------------------------------------------------------------------------------------
+
+
+async def _candidate(site: Site, text: str) -> str:
+    """A candidate memory in A: written into a staged import batch (what a reviewer then confirms)."""
+    async with httpx.AsyncClient(base_url=site.url, timeout=60) as http:
+        batch = await _ok(
+            http, site.admin, "POST", "/api/v1/imports", {"source": "ui-test", "staged": True, "workspace": site.a}
+        )
+        path = f"/api/v1/imports/{batch['batch']['id']}/memories:batch"
+        written = await _ok(http, site.admin, "POST", path, {"items": [{"content": text}], "workspace": site.a})
+    memory = written["results"][0]["memory"]
+    assert memory["status"] == "candidate", memory
+    return str(memory["id"])
+
+
+async def _propose(site: Site, memory_id: str, reason: str) -> str:
+    """A confirm proposal on the memory, opened by A's agent (agents propose; they never decide)."""
+    ctx = CallContext("agent-a", uuid.uuid4().hex, "agent", (site.a,), "")
+    assert site.stack.ingest is not None
+    async with grpc.aio.insecure_channel(site.stack.ingest.target) as channel:
+        made = await ingest_grpc.IngestServiceStub(channel).ProposeChange(
+            ingest_pb.ProposeChangeRequest(
+                workspace=site.a,
+                kind=common_pb2.PROPOSAL_KIND_CONFIRM,
+                memory_ids=[memory_id],
+                reason=reason,
+                source=common_pb2.PROPOSAL_SOURCE_AGENT,
+            ),
+            metadata=ctx.metadata(),
+        )
+    return str(made.proposal.id)
+
+
+async def _status(site: Site, memory_id: str) -> str:
+    async with httpx.AsyncClient(base_url=site.url) as http:
+        memory = await _ok(http, site.admin, "GET", f"/api/v1/memories/{memory_id}?workspace={site.a}")
+    return str(memory["status"])
+
+
+async def test_a_reviewer_accepts_a_proposal_and_reverses_it(browser: Browser, site: Site) -> None:
+    memory_id = await _candidate(site, f"The {site.keyword} queue drains nightly.")
+    proposal_id = await _propose(site, memory_id, "a DECISION: line in a session")
+    assert await _status(site, memory_id) == "candidate"
+    page = await _signed_in_page(browser, site, site.reviewer_a)
+    await page.get_by_role("link", name="Review").click()
+    row = page.locator(f"tr[data-proposal='{proposal_id}']")
+    await expect(row).to_contain_text("a DECISION: line in a session")
+    await expect(row).to_contain_text("open")
+    await row.get_by_role("link", name="confirm").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Proposal: confirm")
+    await page.get_by_label("Reason (optional)").fill("read it, it holds")
+    await page.get_by_role("button", name="Accept and apply").click()
+    await expect(page.locator("#proposal-state")).to_have_text("applied")
+    assert await _status(site, memory_id) == "confirmed"
+    # The memory's own page says so too, with the change on its timeline.
+    await page.locator("#proposal-memories a").first.click()
+    await expect(page.locator("#memory-status")).to_have_text("confirmed")
+    await page.go_back()
+    await page.get_by_label("Reason (required)").fill("confirmed too early")
+    await page.get_by_role("button", name="Reverse").click()
+    await expect(page.locator("#proposal-state")).to_have_text("reversed")
+    assert await _status(site, memory_id) == "candidate"
+    await page.context.close()
+
+
+async def test_an_agent_does_not_see_the_review_queue(browser: Browser, site: Site) -> None:
+    proposal_id = await _propose(site, await _candidate(site, "Agents propose."), "agents propose, never decide")
+    agent = await _signed_in_page(browser, site, site.agent_a)
+    await expect(agent.get_by_role("link", name="Review")).to_have_count(0)
+    for path in ("/ui/review", f"/ui/review/{proposal_id}"):
+        response = await agent.goto(path)
+        assert response is not None and response.status == 403, path
+        await expect(agent.locator(".message")).to_contain_text("needs the reviewer role; this token is agent")
+        assert proposal_id not in await agent.content()
+    await agent.context.close()
+    # Positive control: A's reviewer sees the queue with that proposal in it.
+    reviewer = await _signed_in_page(browser, site, site.reviewer_a)
+    await reviewer.goto(f"/ui/review?workspace={site.a}")
+    await expect(reviewer.locator(f"tr[data-proposal='{proposal_id}']")).to_be_visible()
+    await reviewer.context.close()
+
+
+async def test_bulk_accept_and_reject(browser: Browser, site: Site) -> None:
+    memories = [await _candidate(site, f"Bulk item {i} for {site.keyword}.") for i in range(3)]
+    proposals = [await _propose(site, m, f"bulk {i}") for i, m in enumerate(memories)]
+    page = await _signed_in_page(browser, site, site.reviewer_a)
+    await page.goto(f"/ui/review?workspace={site.a}")
+    for proposal_id in proposals[:2]:
+        await page.get_by_label(f"Select proposal {proposal_id}").check()
+    # Rejecting needs a reason: without one, nothing is decided.
+    await page.get_by_role("button", name="Reject selected").click()
+    await expect(page.locator(".message")).to_contain_text("a reason is required to reject")
+    assert [await _status(site, m) for m in memories] == ["candidate"] * 3
+    await page.goto(f"/ui/review?workspace={site.a}")
+    for proposal_id in proposals[:2]:
+        await page.get_by_label(f"Select proposal {proposal_id}").check()
+    await page.get_by_label("Reason (required to reject)").fill("duplicates of older notes")
+    await page.get_by_role("button", name="Reject selected").click()
+    await expect(page.locator("#outcomes-h")).to_have_text("Decided 2 of 2")
+    await page.get_by_label(f"Select proposal {proposals[2]}").check()
+    await page.get_by_role("button", name="Accept selected").click()
+    await expect(page.locator("#outcomes-h")).to_have_text("Decided 1 of 1")
+    assert [await _status(site, m) for m in memories] == ["candidate", "candidate", "confirmed"]
+    await page.context.close()
+
+
+async def test_review_decisions_need_the_csrf_token_and_a_reason(site: Site) -> None:
+    memory_id = await _candidate(site, "Decisions are POSTs.")
+    proposal_id = await _propose(site, memory_id, "csrf check")
+    client = UiClient(site.url)
+    try:
+        assert (await client.sign_in(site.reviewer_a)).status_code == 303
+        accept = f"/ui/review/{proposal_id}/accept"
+        assert (await client.post(accept, {"workspace": site.a})).status_code == 403
+        foreign = {"Origin": "https://evil.example"}
+        assert (await client.post(accept, {"workspace": site.a, "csrf": client.csrf}, foreign)).status_code == 403
+        reject = f"/ui/review/{proposal_id}/reject"
+        unreasoned = await client.post(reject, {"workspace": site.a, "csrf": client.csrf})
+        assert unreasoned.status_code == 400 and "a reason is required" in unreasoned.text
+        unknown = await client.post(f"/ui/review/{proposal_id}/approve", {"workspace": site.a, "csrf": client.csrf})
+        assert unknown.status_code == 404
+        assert await _status(site, memory_id) == "candidate"  # nothing was decided
+        done = await client.post(accept, {"workspace": site.a, "csrf": client.csrf})
+        assert done.status_code == 303, done.text  # positive control
+        assert await _status(site, memory_id) == "confirmed"
+        again = await client.post(accept, {"workspace": site.a, "csrf": client.csrf})
+        assert again.status_code in (400, 409) and "Traceback" not in again.text  # decided already
     finally:
         await client.close()
