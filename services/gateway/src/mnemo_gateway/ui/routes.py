@@ -28,6 +28,7 @@ SOURCES_PAGE = 50
 # The time filters the search form offers, as SearchInput names them.
 TIME_FIELDS = ("created_after", "created_before", "updated_after", "updated_before", "as_of", "valid_at")
 Form = dict[str, list[str]]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # What a reviewer may do to a proposal, the operation that does it, and the word for it done.
 DECISIONS = {"accept": "accept_proposal", "reject": "reject_proposal", "reverse": "reverse_proposal"}
 DONE = {"accept": "accepted", "reject": "rejected", "reverse": "reversed"}
@@ -190,7 +191,7 @@ def build_ui_router(ui: WebUI) -> APIRouter:
         timeline = sorted(
             [{"at": v["recorded_from"], "what": "version", "item": v} for v in history["versions"]]
             + [{"at": s["recorded_from"], "what": "status", "item": s} for s in history["states"]],
-            key=lambda entry: (entry["at"], entry["what"] == "status"),
+            key=lambda entry: (moment(entry["at"], "recorded_from") or EPOCH, entry["what"] == "status"),
         )
         return await ui.page(
             request,

@@ -151,8 +151,12 @@ class WebUI:
 
     async def page(self, request: Request, template: str, workspace: str, status: int = 200, **context: Any) -> Any:
         """A signed-in page: the layout with the workspace switcher (the workspaces this principal may see)."""
-        listed = await self.operations.list_workspaces()
-        return self.render(request, template, status, workspace=workspace, workspaces=listed["workspaces"], **context)
+        workspaces = (await self.operations.list_workspaces())["workspaces"]
+        named = {ws[field] for ws in workspaces for field in ("id", "name", "root_path")}
+        if workspace not in named and workspace != "*":
+            # Not registered yet (the default workspace before its first write): still the one the page is about.
+            workspaces = [{"id": workspace, "name": workspace, "root_path": ""}, *workspaces]
+        return self.render(request, template, status, workspace=workspace, workspaces=workspaces, **context)
 
     def error_page(self, request: Request, status: int, message: str, title: str = "") -> HTMLResponse:
         """A clear error page: the status, what went wrong in words, and the way back; never a traceback."""
