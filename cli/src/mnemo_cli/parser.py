@@ -318,6 +318,12 @@ def build_parser() -> Parser:
     redact.add_argument("--dry-run", action="store_true", help="report what would be redacted, change nothing")
     redact.add_argument("--json", action="store_true")
     redact.set_defaults(func=admin.cmd_redact)
+    embed = sub.add_parser("embed", help="the embedding queue: retry chunks that failed (admin)")
+    embed_sub = embed.add_subparsers(dest="embed_command", required=True)
+    embed_retry = embed_sub.add_parser("retry", help="queue every failed chunk for embedding again")
+    embed_retry.add_argument("--workspace", help="only this workspace (id, name or path); every workspace by default")
+    embed_retry.add_argument("--json", action="store_true")
+    embed_retry.set_defaults(func=admin.cmd_embed_retry)
     harvest_ = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
     harvest_sub = harvest_.add_subparsers(dest="harvest_command", required=True)
     harvest_run = harvest_sub.add_parser(

@@ -32,6 +32,7 @@ from mnemo_gateway.schemas import (
     ReasonInput,
     RescanInput,
     RestoreInput,
+    RetryInput,
     SearchInput,
     SupersedeInput,
     TokenInput,
@@ -260,6 +261,10 @@ def build_router(operations: Operations) -> APIRouter:
         since: Annotated[datetime | None, Query(description=CONTEXT_SINCE_DOC)] = None,
     ) -> dict[str, Any]:
         return await operations.context(workspace, None, budget, task, since)
+
+    @router.post("/embeddings:retry", summary="Queue failed chunks for embedding again (admin)")
+    async def retry_embeddings(body: RetryInput) -> dict[str, Any]:
+        return await operations.retry_embeddings(body.workspace)
 
     @router.get("/status", summary="Counts, embedding queue and embedder state")
     async def status(workspace: WorkspaceParam = None) -> dict[str, Any]:

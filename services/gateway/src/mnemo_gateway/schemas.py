@@ -266,6 +266,10 @@ class RescanInput(_Body):
     dry_run: bool = Field(False, description="Report what would be redacted and change nothing.")
 
 
+class RetryInput(_Body):
+    workspace: str | None = Field(None, description="One workspace (id, name or root path); every one when omitted.")
+
+
 class WorkspaceInput(_Body):
     path: str = Field("", description="Absolute root directory of the project.")
     name: str = Field("", description="Display name (a named scope when no path is given).")

@@ -162,6 +162,9 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         tombstone = await self.corrections.purge(request.workspace, memory_id, reason, request.force)
         return pb.PurgeMemoryResponse(tombstone=tombstone_message(tombstone))
 
+    async def RetryEmbeddings(self, request: pb.RetryEmbeddingsRequest, context: Any) -> pb.RetryEmbeddingsResponse:
+        return pb.RetryEmbeddingsResponse(requeued=await self.admin.retry_embeddings(request.workspace.strip()))
+
     async def RescanRedactions(
         self, request: pb.RescanRedactionsRequest, context: Any
     ) -> AsyncIterator[pb.RescanProgress]:

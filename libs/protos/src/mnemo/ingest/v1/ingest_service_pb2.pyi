@@ -577,3 +577,15 @@ class ReverseProposalResponse(_message.Message):
     proposal: _common_pb2.Proposal
     memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
     def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class RetryEmbeddingsRequest(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    def __init__(self, workspace: _Optional[str] = ...) -> None: ...
+
+class RetryEmbeddingsResponse(_message.Message):
+    __slots__ = ("requeued",)
+    REQUEUED_FIELD_NUMBER: _ClassVar[int]
+    requeued: int
+    def __init__(self, requeued: _Optional[int] = ...) -> None: ...
