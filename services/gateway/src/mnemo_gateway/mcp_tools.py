@@ -46,7 +46,9 @@ the start of a task and before decisions that past work may have settled; write 
 (memory_write) when you learn something a future session would want: a decision and why, a
 convention, a pitfall, a fix that worked. When a remembered belief changes, supersede it
 (memory_supersede); when it was wrong, retract it (memory_retract). Each result carries a
-label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts."""
+label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts.
+After relying on a result, say whether it helped (memory_feedback): useful, not-useful, outdated
+or harmful."""
 
 Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 
