@@ -110,7 +110,12 @@ async def test_one_principal_voting_fifty_times_moves_the_factor_one_step(hash_c
     for _ in range(50):
         last_up = await vote(hash_clients, "eager-agent", ws.id, up.id, USEFUL)
         last_down = await vote(hash_clients, "eager-agent", ws.id, down.id, HARMFUL)
-    assert (last_up.voters, last_up.feedback_factor) == (1, pytest.approx(1 + STEP))
+    assert (last_up.voters, last_up.feedback_factor, last_up.unchanged) == (1, pytest.approx(1 + STEP), True)
+    # Audited once: the repeats changed nothing, so they wrote nothing.
+    audited = await db_rows(
+        hash_clients, "SELECT count(*) AS n FROM audit_events WHERE action = 'feedback' AND memory_id = $1", up.id
+    )
+    assert audited[0]["n"] == 1
     assert (last_down.voters, last_down.feedback_factor) == (1, pytest.approx(1 - MAX_STEP))
     count = await db_rows(
         hash_clients, "SELECT count(*) AS n FROM feedback WHERE memory_id = ANY($1::uuid[])", [up.id, down.id]

@@ -38,15 +38,17 @@ def _step_sql(column: str) -> str:
     return f"CASE {column} {cases} ELSE 0 END"
 
 
+async def current_vote(conn: asyncpg.Connection, memory_id: uuid.UUID, principal: str) -> asyncpg.Record | None:
+    """The principal's current vote on the memory, if any."""
+    return await conn.fetchrow("SELECT * FROM feedback WHERE memory_id = $1 AND principal = $2", memory_id, principal)
+
+
 async def record_vote(
     conn: asyncpg.Connection, memory_id: uuid.UUID, principal: str, workspace_id: str, vote: str, note: str
-) -> tuple[asyncpg.Record, str | None]:
-    """Stores the principal's vote on the memory, replacing its earlier one; returns the row and the
-    vote it replaced (None for a first vote). The caller holds the memory's row lock."""
-    previous = await conn.fetchval(
-        "SELECT vote FROM feedback WHERE memory_id = $1 AND principal = $2", memory_id, principal
-    )
-    row = await conn.fetchrow(
+) -> asyncpg.Record:
+    """Stores the principal's vote on the memory, replacing its earlier one; the caller holds the
+    memory's row lock (votes on one memory take turns)."""
+    return await conn.fetchrow(
         """
         INSERT INTO feedback (memory_id, principal, workspace_id, vote, note)
         VALUES ($1, $2, $3, $4, $5)
@@ -60,7 +62,10 @@ async def record_vote(
         vote,
         note,
     )
-    return row, previous
+
+
+async def voters(conn: asyncpg.Connection, memory_id: uuid.UUID) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM feedback WHERE memory_id = $1", memory_id))
 
 
 async def recompute_factor(conn: asyncpg.Connection, memory_id: uuid.UUID) -> tuple[float, int]:

@@ -59,6 +59,8 @@ class Voted:
     memory: asyncpg.Record
     proposal: asyncpg.Record | None
     proposal_created: bool
+    unchanged: bool = False
+    """unchanged is true when the call repeated the caller's current vote and note: nothing was written."""
 
 
 async def _lock_within(conn: asyncpg.Connection, ws: WorkspaceRow, memory_id: uuid.UUID) -> asyncpg.Record | None:
@@ -111,7 +113,17 @@ class Feedback:
             # voter's workspace, so global's chain never names another workspace's principals or notes.
             home = ws.id
             before = float(memory["feedback_factor"])
-            row, replaced = await feedback_db.record_vote(conn, memory_id, call.principal, home, vote, note)
+            previous = await feedback_db.current_vote(conn, memory_id, call.principal)
+            replaced = previous["vote"] if previous is not None else None
+            same = (vote, note, home)
+            if previous is not None and (previous["vote"], previous["note"], previous["workspace_id"]) == same:
+                # The caller's current vote, repeated: nothing to write or audit (a retry, or an agent
+                # voting again); a proposal it asks for is still opened if the memory changed since.
+                proposal, created = await self._propose(conn, memory, vote, note, successor, shared)
+                voters = await feedback_db.voters(conn, memory_id)
+                memory_now = await db.fetch_memory(conn, memory_id)
+                return Voted(previous, replaced, before, voters, memory_now, proposal, created, unchanged=True)
+            row = await feedback_db.record_vote(conn, memory_id, call.principal, home, vote, note)
             factor, voters = await feedback_db.recompute_factor(conn, memory_id)
             proposal, created = await self._propose(conn, memory, vote, note, successor, shared)
             details: dict[str, Any] = {

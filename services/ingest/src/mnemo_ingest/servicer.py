@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -169,7 +170,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         memory_id = parse_memory_id(request.id)
         vote = _vote(request.vote)
         note = check_note(request.note)
-        successor_id = parse_memory_id(request.successor_id) if request.successor_id else None
+        successor_id = _successor_id(request.successor_id)
         if successor_id is not None and vote != "outdated":
             raise InvalidArgument(f"successor_id goes with an outdated vote only; this vote is {vote}")
         voted = await self.feedback.record(request.workspace, memory_id, vote, note, successor_id)
@@ -190,6 +191,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
             memory=self._memory(voted.memory),
             proposal_id=str(voted.proposal["id"]) if voted.proposal is not None else "",
             proposal_created=voted.proposal_created,
+            unchanged=voted.unchanged,
         )
 
     async def RescanRedactions(
@@ -257,6 +259,16 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
 
     async def RevokeToken(self, request: pb.RevokeTokenRequest, context: Any) -> pb.RevokeTokenResponse:
         return pb.RevokeTokenResponse(token=token_message(await self.admin.revoke_token(request.id)))
+
+
+def _successor_id(value: str) -> uuid.UUID | None:
+    if not value:
+        return None
+    try:
+        return uuid.UUID(value.strip())
+    except ValueError:
+        shown = value[:60] + ("…" if len(value) > 60 else "")
+        raise InvalidArgument(f"successor_id {shown!r} is not a memory id (a uuid)") from None
 
 
 def _vote(value: int) -> str:

@@ -142,6 +142,7 @@ class CorrectionOperations(OperationsBase):
                 "updated_at": iso(vote.updated_at),
             },
             "replaced": enum_label(ingest_pb.FeedbackVote, response.replaced) or None,
+            "unchanged": response.unchanged,
             "feedback_factor": round(response.feedback_factor, 4),
             "voters": response.voters,
             "memory": memory_json(response.memory, with_content=False),

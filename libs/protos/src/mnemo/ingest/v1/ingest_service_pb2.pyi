@@ -624,7 +624,7 @@ class Feedback(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., principal: _Optional[str] = ..., vote: _Optional[_Union[FeedbackVote, str]] = ..., note: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordFeedbackResponse(_message.Message):
-    __slots__ = ("feedback", "replaced", "feedback_factor", "voters", "memory", "proposal_id", "proposal_created")
+    __slots__ = ("feedback", "replaced", "feedback_factor", "voters", "memory", "proposal_id", "proposal_created", "unchanged")
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     REPLACED_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_FACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -632,6 +632,7 @@ class RecordFeedbackResponse(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
     PROPOSAL_CREATED_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     feedback: Feedback
     replaced: FeedbackVote
     feedback_factor: float
@@ -639,4 +640,5 @@ class RecordFeedbackResponse(_message.Message):
     memory: _common_pb2.Memory
     proposal_id: str
     proposal_created: bool
-    def __init__(self, feedback: _Optional[_Union[Feedback, _Mapping]] = ..., replaced: _Optional[_Union[FeedbackVote, str]] = ..., feedback_factor: _Optional[float] = ..., voters: _Optional[int] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., proposal_id: _Optional[str] = ..., proposal_created: _Optional[bool] = ...) -> None: ...
+    unchanged: bool
+    def __init__(self, feedback: _Optional[_Union[Feedback, _Mapping]] = ..., replaced: _Optional[_Union[FeedbackVote, str]] = ..., feedback_factor: _Optional[float] = ..., voters: _Optional[int] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., proposal_id: _Optional[str] = ..., proposal_created: _Optional[bool] = ..., unchanged: _Optional[bool] = ...) -> None: ...
