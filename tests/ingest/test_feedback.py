@@ -85,9 +85,13 @@ async def test_a_vote_is_recorded_and_a_later_one_replaces_it(hash_clients: Clie
     assert second.feedback_factor == pytest.approx(1 - STEP)
     rows = await db_rows(hash_clients, "SELECT principal, vote, note FROM feedback WHERE memory_id = $1", memory.id)
     assert [(r["principal"], r["vote"], r["note"]) for r in rows] == [("agent-a", "not-useful", "")]
+    # A note lands in the audit log and may become a proposal's reason: a pasted secret is redacted first.
+    secret = "ghp_Fk7abcdefghijklmnopqrstuvwxyz0123456"
+    noted = await vote(hash_clients, "agent-c", ws.id, memory.id, NOT_USEFUL, note=f"the token {secret} failed")
+    assert noted.feedback.note == "the token [REDACTED:github-token] failed"
     # Positive control: another principal's vote is a row of its own and counts beside the first.
     third = await vote(hash_clients, "agent-b", ws.id, memory.id, USEFUL)
-    assert (third.voters, third.feedback_factor) == (2, pytest.approx(1.0))
+    assert (third.voters, third.feedback_factor) == (3, pytest.approx(1 - STEP))
     events = await db_rows(
         hash_clients,
         "SELECT principal, details FROM audit_events WHERE action = 'feedback' AND memory_id = $1 ORDER BY id",
@@ -96,6 +100,7 @@ async def test_a_vote_is_recorded_and_a_later_one_replaces_it(hash_clients: Clie
     assert [(e["principal"], e["details"]["vote"], e["details"]["replaced"]) for e in events] == [
         ("agent-a", "useful", None),
         ("agent-a", "not-useful", "useful"),
+        ("agent-c", "not-useful", None),
         ("agent-b", "useful", None),
     ]
     # The vote does not make the memory newer: recency and the version are untouched.
