@@ -192,6 +192,8 @@ async def test_cli_feedback(hash_stack: Stack, hash_clients: Clients, http: http
     code, out, err = await mnemo(hash_stack, "feedback", memory["id"], "useful", "-w", ws, "--json")
     assert code == 0, err
     assert json.loads(out)["replaced"] == "outdated"
+    code, out, err = await mnemo(hash_stack, "feedback", memory["id"], "useful", "-w", ws)
+    assert code == 0 and "voted useful (already your vote: nothing changed): feedback factor 1.05" in out, out
     before = await state(hash_stack.dsn)
     code, out, err = await mnemo(hash_stack, "feedback", memory["id"], "great", "-w", ws)
     assert code == 2 and "invalid choice: 'great'" in err

@@ -161,7 +161,10 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    replaced = f" (replacing your {result['replaced']} vote)" if result["replaced"] else ""
+    if result["unchanged"]:
+        replaced = " (already your vote: nothing changed)"
+    else:
+        replaced = f" (replacing your {result['replaced']} vote)" if result["replaced"] else ""
     print(
         f"voted {args.vote}{replaced}: feedback factor {result['feedback_factor']:g} "
         f"from {result['voters']} voter{'s' if result['voters'] != 1 else ''}"

@@ -84,8 +84,3 @@ async def recompute_factor(conn: asyncpg.Connection, memory_id: uuid.UUID) -> tu
         memory_id,
     )
     return float(row["feedback_factor"]), int(row["voters"])
-
-
-async def votes_on(conn: asyncpg.Connection | asyncpg.Pool, memory_id: uuid.UUID) -> list[asyncpg.Record]:
-    """The memory's current votes, one per principal, oldest first."""
-    return await conn.fetch("SELECT * FROM feedback WHERE memory_id = $1 ORDER BY created_at, principal", memory_id)
