@@ -92,6 +92,18 @@ def _search_arguments(search: Parser) -> None:
     _with_time(search)
 
 
+def _feedback_arguments(feedback: Parser) -> None:
+    from mnemo_cli.choices import VOTES
+
+    _with_common(feedback)
+    feedback.add_argument("id", help="the memory, as a search returned it")
+    feedback.add_argument("vote", choices=VOTES, help="outdated and harmful also open a proposal for a reviewer")
+    feedback.add_argument("--note", default="", help="why (optional; a proposal's reason)")
+    feedback.add_argument(
+        "--successor", default="", help="with outdated: the memory that replaces it (a supersede proposal)"
+    )
+
+
 def _token_create_arguments(token_create: Parser) -> None:
     from mnemo_cli.choices import ROLES
 
@@ -214,6 +226,11 @@ def build_parser() -> Parser:
     retract.add_argument("id")
     retract.add_argument("--reason", required=True)
     retract.set_defaults(func=memory.cmd_retract)
+    feedback = sub.add_parser(
+        "feedback", help="vote on a memory: useful, not-useful, outdated or harmful", deferred=_feedback_arguments
+    )
+    feedback.set_defaults(func=memory.cmd_feedback)
+
     promote = _with_common(sub.add_parser("promote", help="share a memory with every workspace via global (reviewer)"))
     promote.add_argument("id")
     promote.add_argument("--reason", required=True)

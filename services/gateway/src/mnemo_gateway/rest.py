@@ -24,6 +24,7 @@ from mnemo_gateway.schemas import (
     BatchInput,
     ConfirmInput,
     ErrorBody,
+    FeedbackInput,
     HarvestRunInput,
     ImportDecisionInput,
     ImportStartInput,
@@ -152,6 +153,13 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/memories/{memory_id}/retract", summary="Mark a belief wrong, with no successor")
     async def retract_memory(memory_id: str, body: ReasonInput) -> dict[str, Any]:
         return await operations.retract(memory_id, body, None)
+
+    @router.post(
+        "/memories/{memory_id}/feedback",
+        summary="Vote on a memory: useful, not-useful, outdated or harmful (one vote per caller, the latest counts)",
+    )
+    async def memory_feedback(memory_id: str, body: FeedbackInput) -> dict[str, Any]:
+        return await operations.feedback(memory_id, body, None)
 
     @router.post("/memories/{memory_id}/confirm", summary="Confirm an active or candidate memory")
     async def confirm_memory(memory_id: str, body: ConfirmInput) -> dict[str, Any]:
