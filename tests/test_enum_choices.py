@@ -15,6 +15,7 @@ import pytest
 
 from mnemo.common.v1 import common_pb2, options_pb2
 from mnemo.harvest.v1 import harvest_service_pb2
+from mnemo.ingest.v1 import ingest_service_pb2
 from mnemo.search.v1 import search_service_pb2
 from mnemo_cli.parser import Parser, build_parser
 from mnemo_platform import enum_labels
@@ -27,6 +28,7 @@ ENUM_OPTIONS: dict[tuple[str, str], Any] = {
     ("token create", "--role"): options_pb2.Role,
     ("harvest run", "--agent"): harvest_service_pb2.Agent,
     ("init", "--agent"): harvest_service_pb2.Agent,
+    ("feedback", "vote"): ingest_service_pb2.FeedbackVote,
     # Written out in mnemo_cli.agents (a hook must not load the generated code); held equal to the enum here.
     ("hook session-start", "--agent"): harvest_service_pb2.Agent,
     ("hook session-end", "--agent"): harvest_service_pb2.Agent,
@@ -50,6 +52,7 @@ COMMAND_LINES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("token create", "--role"): (["token", "create", "--role"], "role"),
     ("harvest run", "--agent"): (["harvest", "run", "--agent"], "agent"),
     ("init", "--agent"): (["init", "--agent"], "agent"),
+    ("feedback", "vote"): (["feedback", "0b0e5f8e-6a4e-4c52-9d5e-3f1a2b3c4d5e"], "vote"),
     ("hook session-start", "--agent"): (["hook", "session-start", "--agent"], "agent"),
     ("hook session-end", "--agent"): (["hook", "session-end", "--agent"], "agent"),
 }

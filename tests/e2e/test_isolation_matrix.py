@@ -659,6 +659,7 @@ def _id_writes(memory_id: str) -> list[tuple[str, str, Any, Any]]:
         ("PATCH", f"/api/v1/memories/{memory_id}", {"content": "overwritten from elsewhere"}, None),
         ("POST", f"/api/v1/memories/{memory_id}/supersede", {"content": "superseded from elsewhere"}, None),
         ("DELETE", f"/api/v1/memories/{memory_id}", None, {"reason": "deleted from elsewhere"}),
+        ("POST", f"/api/v1/memories/{memory_id}/feedback", {"vote": "harmful", "note": "voted from elsewhere"}, None),
     ]
 
 
@@ -1087,6 +1088,19 @@ async def test_global_is_readable_not_writable(matrix: Matrix, caller_index: int
     assert _error(sideways)[0] == 404 and "global" in _error(sideways)[2]
     unchanged = await m.ok(m.admin, "GET", f"/api/v1/memories/{m.global_note}")
     assert (unchanged["version"], unchanged["status"], unchanged["content"]) == (1, "active", note["content"])
+    # A vote is the one thing an agent adds to a global memory: cast from its own workspace and audited
+    # there, so global's chain, which every workspace reads, still names no other workspace.
+    voted = await m.ok(
+        caller.token, "POST", f"/api/v1/memories/{m.global_note}/feedback", {"vote": "useful", "note": caller.keyword}
+    )
+    assert voted["feedback"]["workspace_id"] == caller.id and voted["memory"]["workspace_id"] == "global"
+    from_global = await m.rest(
+        caller.token, "POST", f"/api/v1/memories/{m.global_note}/feedback", {"vote": "useful", **g}
+    )
+    assert _error(from_global)[:2] == (403, "PERMISSION_DENIED")
+    chain = await m.ok(caller.token, "GET", "/api/v1/audit", params={"workspace": "global", "page_size": 100})
+    assert m.global_note in {e["memory_id"] for e in chain["events"]}
+    m.assert_clean(caller.index, json.dumps(chain), "global audit after votes")
 
 
 # -- tokens: unknown, malformed and revoked ones read nothing; token RPCs are an admin's --------------
@@ -1266,6 +1280,7 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
                 *(("memory_context", {"workspace": ref}) for ref in (refs[0], refs[2], refs[5])),
                 ("memory_context", {"workspace": target.name, "task": target.keyword, "budget": 16000}),
                 ("memory_write", {"content": "sneaky", "workspace": target.id}),
+                ("memory_feedback", {"id": mem["note"], "vote": "harmful", "workspace": target.name}),
             ]
             # Through its own workspace: the target's ids are unknown, its keyword finds nothing of it.
             unknown += [("memory_get", mem["note"]), ("memory_get", mem["deleted"]), ("memory_history", mem["updated"])]
@@ -1280,6 +1295,11 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
             text = _tool_error(result)
             expected = f"NOT_FOUND: memory {memory_id} not found in workspace {caller.name!r}"
             assert text == f"{expected} (reason: MEMORY_NOT_FOUND)", text
+        # A vote on another workspace's memory, through the caller's own: the same answer as an unknown id.
+        for target in searched:
+            voted = _tool_error(await call("memory_feedback", {"id": target.memory["note"], "vote": "harmful"}))
+            expected = f"NOT_FOUND: memory {target.memory['note']} not found in workspace {caller.name!r}"
+            assert voted == f"{expected} (reason: MEMORY_NOT_FOUND)", voted
         results = await gather_all(
             [
                 lambda t=t: call("memory_search", {"query": f"{t.keyword} {caller.keyword}", "limit": 100})

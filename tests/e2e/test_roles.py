@@ -26,6 +26,7 @@ from mnemo_server.stack import Stack
 from tests.helpers import Postgres, start_stack
 
 WORKSPACE = "roles"
+FEEDBACK = "mnemo.ingest.v1.IngestService.RecordFeedback"
 
 
 def methods() -> dict[str, MethodDescriptor]:
@@ -71,6 +72,9 @@ class Roles:
             request.workspace = WORKSPACE
         if "memory_id" in fields:
             request.memory_id = self.memory_id
+        if method.full_name == FEEDBACK:
+            # A whole vote, so the agent's call is seen to succeed, not only to pass the role check.
+            request.id, request.vote = self.memory_id, ipb.FEEDBACK_VOTE_USEFUL
         caller = CallContext(f"{role}-bot", uuid.uuid4().hex, role, (self.workspace_id,), "")
         path = f"/{method.containing_service.full_name}/{method.name}"
         reply = message_factory.GetMessageClass(method.output_type)
@@ -178,3 +182,9 @@ async def test_ui_pages_hold_the_roles(roles: Roles) -> None:
                 assert (f'href="{page}?' in nav) == allowed, (role, page)
         finally:
             await client.close()
+
+
+async def test_an_agent_votes_on_a_memory_of_its_workspace(roles: Roles) -> None:
+    assert LEAST_ROLE[FEEDBACK] == "agent"
+    code, details = await roles.call(methods()[FEEDBACK], "agent")
+    assert code == grpc.StatusCode.OK, details

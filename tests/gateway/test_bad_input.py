@@ -453,6 +453,12 @@ BAD_TOOL_CALLS = [
     ("memory_context", lambda t: {"task": "a\x00b"}, "NUL"),
     ("memory_context", lambda t: {"workspace": "no-such-ws"}, "mnemo workspace add"),
     ("memory_context", lambda t: {"workspace": "*"}, "not offered over MCP"),
+    ("memory_feedback", lambda t: {"id": t.memory_id}, "vote"),
+    ("memory_feedback", lambda t: {"id": t.memory_id, "vote": "meh"}, "vote"),
+    ("memory_feedback", lambda t: {"id": "nope", "vote": "useful"}, "uuid"),
+    ("memory_feedback", lambda t: {"id": MISSING, "vote": "useful"}, "NOT_FOUND"),
+    ("memory_feedback", lambda t: {"id": t.memory_id, "vote": "useful", "note": "n" * 2001}, "at most 2000"),
+    ("memory_feedback", lambda t: {"id": t.memory_id, "vote": "useful", "workspace": t.other_ws}, "NOT_FOUND"),
     ("memory_forget", lambda t: {"id": t.memory_id}, "memory_forget"),
 ]
 
@@ -488,6 +494,8 @@ async def test_each_tool_succeeds_with_good_arguments(hash_stack: Stack, target:
         assert updated["memory"]["version"] == 2
         status = tool_json(await client.call_tool("memory_status", {}))
         assert status["workspace"]["id"] == target.ws and int(status["memories"]) >= 2
+        voted = tool_json(await client.call_tool("memory_feedback", {"id": memory_id, "vote": "useful"}))
+        assert (voted["feedback"]["memory_id"], voted["feedback_factor"]) == (memory_id, 1.05)
 
 
 async def test_the_url_workspace_selects_the_workspace_and_an_argument_overrides_it(

@@ -94,41 +94,42 @@ async def test_two_replicas_share_the_queue_and_embed_each_chunk_once(postgres: 
         await stack.stop()
 
 
-async def test_failures_are_retried_with_backoff_and_end_failed_with_the_error(postgres: Postgres) -> None:
+async def test_an_unreachable_embedder_leaves_chunks_waiting_never_failed(postgres: Postgres) -> None:
     dsn = await postgres.create_database()
-    # Nothing listens on port 9: every call fails as an unreachable embedding endpoint would.
+    # Nothing listens on port 9: every call fails as an unreachable embedding endpoint would. That
+    # says nothing about the chunk, so it counts no attempt however many tries fail (refused
+    # inputs, which do count, are tests/faults/test_embedder_outage.py's).
     dead = OpenAIEmbedder(url="http://127.0.0.1:9/v1", model="dead-model", dimension=64, timeout_s=0.2)
-    stack = await start_stack(dsn, dead, MNEMO_EMBED_MAX_ATTEMPTS="3", MNEMO_EMBED_BACKOFF_S="0.05")
+    stack = await start_stack(
+        dsn, dead, MNEMO_EMBED_MAX_ATTEMPTS="2", MNEMO_EMBED_BACKOFF_S="0.05", MNEMO_EMBED_OUTAGE_MAX_DELAY_S="0.2"
+    )
     clients = Clients(stack)
     try:
         ws = await clients.workspace()
-        memory = await clients.write(ws.id, "this chunk can never be embedded")
+        memory = await clients.write(ws.id, "this chunk waits for the embedder")
         conn = await asyncpg.connect(dsn)
         try:
-
-            async def failed() -> bool:
-                return bool(
-                    await conn.fetchval(
-                        "SELECT q.failed FROM embed_queue q JOIN chunks c ON c.id = q.chunk_id WHERE c.memory_id = $1",
-                        memory.id,
-                    )
-                )
-
-            await eventually(failed, timeout=30)
-            row = await conn.fetchrow(
-                "SELECT q.attempts, q.error, v.content FROM embed_queue q JOIN chunks c ON c.id = q.chunk_id "
-                "JOIN memory_versions v ON v.memory_id = c.memory_id WHERE c.memory_id = $1",
-                memory.id,
+            query = (
+                "SELECT q.attempts, q.failed, q.error, v.content FROM embed_queue q JOIN chunks c ON c.id = q.chunk_id "
+                "JOIN memory_versions v ON v.memory_id = c.memory_id WHERE c.memory_id = $1"
             )
+
+            async def tried() -> bool:
+                return (await conn.fetchrow(query, memory.id))["error"] is not None
+
+            await eventually(tried, timeout=30)
+            # Long past two attempts' worth of backoff: still waiting, not given up on.
+            await asyncio.sleep(2.0)
+            row = await conn.fetchrow(query, memory.id)
         finally:
             await conn.close()
-        assert row["attempts"] == 3
+        assert (row["attempts"], row["failed"]) == (0, False)
         assert "127.0.0.1:9" in row["error"]
-        # Never lost: the content is stored, lexical search finds it, status reports the failure.
-        assert row["content"] == "this chunk can never be embedded"
-        assert ids(await clients.find(ws.id, "never embedded", mode="lexical")) == [memory.id]
+        # Never lost: the content is stored, lexical search finds it, status reports why it waits.
+        assert row["content"] == "this chunk waits for the embedder"
+        assert ids(await clients.find(ws.id, "waits for the embedder", mode="lexical")) == [memory.id]
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
-        assert status.chunks_failed == 1 and status.chunks_embedded == 0
+        assert (status.chunks_pending, status.chunks_failed, status.chunks_embedded) == (1, 0, 0)
         assert "127.0.0.1:9" in status.last_error
     finally:
         await clients.close()

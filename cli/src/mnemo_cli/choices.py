@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mnemo.common.v1 import common_pb2, options_pb2
 from mnemo.harvest.v1 import harvest_service_pb2
+from mnemo.ingest.v1 import ingest_service_pb2
 from mnemo.search.v1 import search_service_pb2
 from mnemo_platform import enum_labels
 
@@ -16,3 +17,4 @@ KINDS = enum_labels(common_pb2.MemoryKind)
 SEARCH_MODES = enum_labels(search_service_pb2.SearchMode)
 ROLES = enum_labels(options_pb2.Role)
 AGENTS = enum_labels(harvest_service_pb2.Agent)
+VOTES = enum_labels(ingest_service_pb2.FeedbackVote)

@@ -92,6 +92,18 @@ def _search_arguments(search: Parser) -> None:
     _with_time(search)
 
 
+def _feedback_arguments(feedback: Parser) -> None:
+    from mnemo_cli.choices import VOTES
+
+    _with_common(feedback)
+    feedback.add_argument("id", help="the memory, as a search returned it")
+    feedback.add_argument("vote", choices=VOTES, help="outdated and harmful also open a proposal for a reviewer")
+    feedback.add_argument("--note", default="", help="why (optional; a proposal's reason)")
+    feedback.add_argument(
+        "--successor", default="", help="with outdated: the memory that replaces it (a supersede proposal)"
+    )
+
+
 def _token_create_arguments(token_create: Parser) -> None:
     from mnemo_cli.choices import ROLES
 
@@ -214,6 +226,11 @@ def build_parser() -> Parser:
     retract.add_argument("id")
     retract.add_argument("--reason", required=True)
     retract.set_defaults(func=memory.cmd_retract)
+    feedback = sub.add_parser(
+        "feedback", help="vote on a memory: useful, not-useful, outdated or harmful", deferred=_feedback_arguments
+    )
+    feedback.set_defaults(func=memory.cmd_feedback)
+
     promote = _with_common(sub.add_parser("promote", help="share a memory with every workspace via global (reviewer)"))
     promote.add_argument("id")
     promote.add_argument("--reason", required=True)
@@ -318,6 +335,12 @@ def build_parser() -> Parser:
     redact.add_argument("--dry-run", action="store_true", help="report what would be redacted, change nothing")
     redact.add_argument("--json", action="store_true")
     redact.set_defaults(func=admin.cmd_redact)
+    embed = sub.add_parser("embed", help="the embedding queue: retry chunks that failed (admin)")
+    embed_sub = embed.add_subparsers(dest="embed_command", required=True)
+    embed_retry = embed_sub.add_parser("retry", help="queue every failed chunk for embedding again")
+    embed_retry.add_argument("--workspace", help="only this workspace (id, name or path); every workspace by default")
+    embed_retry.add_argument("--json", action="store_true")
+    embed_retry.set_defaults(func=admin.cmd_embed_retry)
     harvest_ = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
     harvest_sub = harvest_.add_subparsers(dest="harvest_command", required=True)
     harvest_run = harvest_sub.add_parser(

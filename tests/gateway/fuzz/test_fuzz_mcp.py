@@ -115,6 +115,17 @@ async def expected_rows(dsn: str, tool: str, payload: dict[str, Any]) -> dict[st
         return {"memories": 0, "audit_events": 1, "memory_states": 1, "chunks": 0}
     if tool == "memory_delete":
         return {"memories": 0, "audit_events": 1, "tombstones": 1, "chunks": 0}
+    # The vote is a row of its own (updated in place when it replaces the caller's earlier one); the
+    # memory's factor is updated; a harmful or outdated vote may open a proposal.
+    # The caller's current vote repeated writes nothing; a proposal opened is audited too.
+    if tool == "memory_feedback":
+        opened = bool(payload["proposal"] and payload["proposal"]["created"])
+        rows = {} if payload["unchanged"] else {"memories": 0, "feedback": 0 if payload["replaced"] else 1}
+        if opened or not payload["unchanged"]:
+            rows["audit_events"] = int(not payload["unchanged"]) + int(opened)
+        if opened:
+            rows["proposals"] = 1
+        return rows
     assert tool in READ_ONLY, f"{tool} has no expectation here: say what a successful call writes"
     return {}
 

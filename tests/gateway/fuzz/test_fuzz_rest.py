@@ -62,6 +62,7 @@ ROUTES = [
     ("POST", "/memories/{memory_id}/promote"),
     ("POST", "/memories/{memory_id}/retract"),
     ("POST", "/memories/{memory_id}/confirm"),
+    ("POST", "/memories/{memory_id}/feedback"),
     ("POST", "/memories/{memory_id}/restore"),
     ("POST", "/memories/{memory_id}/purge"),
     ("GET", "/audit"),

@@ -1,4 +1,5 @@
-"""Administration: bearer tokens (create, list, revoke), workspaces (add, list), redaction rescans."""
+"""Administration: bearer tokens (create, list, revoke), workspaces (add, list), redaction rescans, failed
+embeddings (retry)."""
 
 from __future__ import annotations
 
@@ -100,4 +101,21 @@ def cmd_redact(args: argparse.Namespace) -> int:
     print(f"{totals.get('total', 0)} memories scanned, {totals.get('changed', 0)} with secrets; findings: {findings}")
     if args.dry_run and changed:
         print("dry run: nothing was changed; run without --dry-run to redact")
+    return 0
+
+
+def cmd_embed_retry(args: argparse.Namespace) -> int:
+    result = client().request("POST", "/embeddings:retry", json={"workspace": args.workspace})
+    if args.json:
+        print_json(result)
+        return 0
+    count = result["requeued"]
+    where = f" in {args.workspace}" if args.workspace else ""
+    if count:
+        print(
+            f"{count} failed chunk{'s' if count != 1 else ''}{where} queued for embedding again; "
+            "`mnemo status` shows them drain"
+        )
+    else:
+        print(f"no failed chunks{where}")
     return 0

@@ -150,6 +150,31 @@ def cmd_retract(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_feedback(args: argparse.Namespace) -> int:
+    body = {
+        "vote": args.vote,
+        "note": args.note,
+        "successor_id": args.successor,
+        "workspace": workspace_ref(args.workspace),
+    }
+    result = client().request("POST", f"/memories/{args.id}/feedback", json=body)
+    if args.json:
+        print_json(result)
+        return 0
+    if result["unchanged"]:
+        replaced = " (already your vote: nothing changed)"
+    else:
+        replaced = f" (replacing your {result['replaced']} vote)" if result["replaced"] else ""
+    print(
+        f"voted {args.vote}{replaced}: feedback factor {result['feedback_factor']:g} "
+        f"from {result['voters']} voter{'s' if result['voters'] != 1 else ''}"
+    )
+    proposal = result["proposal"]
+    if proposal:
+        print(f"proposal {proposal['id']} {'opened' if proposal['created'] else 'already proposed'} for a reviewer")
+    return 0
+
+
 def cmd_promote(args: argparse.Namespace) -> int:
     body = {"reason": args.reason, "workspace": workspace_ref(args.workspace)}
     result = client().request("POST", f"/memories/{args.id}/promote", json=body)

@@ -1,6 +1,6 @@
 """Pluggable text embedders for Mnemo and the chunker that fits text to their window."""
 
-from mnemo_embed.base import Embedder, EmbedderBase, EmbedderUnavailable, Readiness
+from mnemo_embed.base import Embedder, EmbedderBase, EmbedderRejected, EmbedderUnavailable, Readiness
 from mnemo_embed.chunking import Chunk, chunk_text
 from mnemo_embed.factory import build_embedder
 from mnemo_embed.hashing import HashEmbedder
@@ -10,6 +10,7 @@ __all__ = [
     "Chunk",
     "Embedder",
     "EmbedderBase",
+    "EmbedderRejected",
     "EmbedderUnavailable",
     "HashEmbedder",
     "OpenAIEmbedder",

@@ -9,7 +9,13 @@ import numpy as np
 
 
 class EmbedderUnavailable(Exception):
-    """The embedder cannot embed right now (still loading, failed to load, endpoint down)."""
+    """The embedder cannot embed right now (still loading, failed to load, endpoint down): nothing
+    about the texts is wrong, and the same call may succeed later."""
+
+
+class EmbedderRejected(Exception):
+    """The embedder refused the texts themselves (an endpoint's 400, 413 or 422): one of them is
+    bad, and asking again with the same texts will not help."""
 
 
 @runtime_checkable

@@ -14,9 +14,15 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
+from mnemo_embed.base import EmbedderBase, EmbedderRejected, EmbedderUnavailable
 
 log = structlog.get_logger("mnemo.embed")
+
+
+# What an endpoint answers when the input itself is wrong (malformed, too long, unprocessable): the
+# batch is split by the worker so only the culprit fails. Any other answer (401, 404, 429, 5xx, no
+# answer) is the endpoint's state, not the text's.
+REJECTED_STATUSES = (400, 413, 422)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -68,6 +74,12 @@ class OpenAIEmbedder(EmbedderBase):
                 with attempt:
                     response = await self._client.post("/embeddings", json={"model": self.model, "input": texts})
                     response.raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code in REJECTED_STATUSES:
+                raise EmbedderRejected(
+                    f"embedding endpoint {self.url} refused the input: HTTP {exc.response.status_code}"
+                ) from exc
+            raise EmbedderUnavailable(f"embedding endpoint {self.url}: {exc}") from exc
         except (httpx.HTTPError, ValueError) as exc:
             raise EmbedderUnavailable(f"embedding endpoint {self.url}: {exc}") from exc
         return self._parse(response, len(texts))

@@ -50,13 +50,34 @@ WHERE chunk_id IN (
 )
 """
 
+# A chunk that gives up is `failed` from now on: its embed_after says since when (requeue_failed).
 _FAIL = """
 UPDATE embed_queue SET
     attempts = attempts + 1,
     error = $2,
     failed = attempts + 1 >= $3,
-    embed_after = now() + make_interval(secs => $4 * power(2, attempts))
+    embed_after = CASE WHEN attempts + 1 >= $3 THEN now()
+                       ELSE now() + make_interval(secs => $4 * power(2, attempts)) END
 WHERE chunk_id IN (SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[]) FOR UPDATE SKIP LOCKED)
+"""
+
+_DEFER = """
+UPDATE embed_queue SET error = $2, embed_after = now() + make_interval(secs => $3)
+WHERE chunk_id IN (
+    SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[]) AND NOT failed FOR UPDATE SKIP LOCKED
+)
+"""
+
+# Failed chunks (of the workspaces given, or all; failed for at least $2 seconds) due again at
+# once, their attempts counted afresh. Rows a worker or a writer holds are not waited for.
+_REQUEUE_FAILED = """
+UPDATE embed_queue q SET failed = false, attempts = 0, embed_after = now()
+WHERE q.chunk_id IN (
+    SELECT e.chunk_id FROM embed_queue e JOIN chunks c ON c.id = e.chunk_id
+    WHERE e.failed AND e.embed_after <= now() - make_interval(secs => $2)
+      AND ($1::text[] IS NULL OR c.workspace_id = ANY($1::text[]))
+    FOR UPDATE OF e SKIP LOCKED
+)
 """
 
 _DEQUEUE = """
@@ -103,6 +124,21 @@ async def record_failure(
     """Counts an attempt and keeps the error; the chunk is due again after an exponential backoff,
     or `failed` (no more retries) once it has had `max_attempts`."""
     await pool.execute(_FAIL, list(chunk_ids), error, max_attempts, backoff_s)
+
+
+async def defer(pool: asyncpg.Pool, chunk_ids: Sequence[int], error: str, delay_s: float) -> None:
+    """Makes chunks due again after `delay_s`, keeping the error, without counting an attempt: the
+    embedder was unavailable, and nothing about the chunks was wrong."""
+    await pool.execute(_DEFER, list(chunk_ids), error, delay_s)
+
+
+async def requeue_failed(
+    pool: asyncpg.Pool, workspace_ids: Sequence[str] | None = None, failed_for_s: float = 0.0
+) -> int:
+    """Queues `failed` chunks again (those of `workspace_ids`, or every one; failed at least
+    `failed_for_s` seconds ago), with their attempts counted afresh; returns how many."""
+    status = await pool.execute(_REQUEUE_FAILED, None if workspace_ids is None else list(workspace_ids), failed_for_s)
+    return int(status.split()[-1])
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from mnemo_store.predicates import VISIBLE_STATUSES
 # A memory row's own columns, as every read returns them.
 MEMORY_FIELDS = (
     "id, workspace_id, kind, title, tags, metadata, source_uri, status, provenance, author, version, content_hash, "
-    "created_at, updated_at, superseded_by, valid_from, valid_to, status_reason, trust, suspicious, deleted_at"
+    "created_at, updated_at, superseded_by, valid_from, valid_to, status_reason, trust, suspicious, deleted_at, "
+    "feedback_factor"
 )
 # The columns a memory row is read with (of `memories m`, or of the as-of relation of the same
 # shape); `embedding_state` sums up the chunks of the version read (a chunk still in the queue is

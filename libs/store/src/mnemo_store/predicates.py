@@ -88,7 +88,7 @@ _AS_OF = """(
     SELECT m.id, m.workspace_id, m.kind, v.title, m.tags, m.metadata, m.source_uri,
            s.status, s.reason AS status_reason, m.trust, m.suspicious, m.author, m.provenance, v.version,
            v.content_hash, s.valid_from, s.valid_to, m.created_at, v.recorded_from AS updated_at,
-           s.superseded_by, m.deleted_at
+           s.superseded_by, m.deleted_at, m.feedback_factor
     FROM memories m
     JOIN memory_versions v ON v.memory_id = m.id
          AND v.recorded_from <= {t} AND (v.recorded_to IS NULL OR v.recorded_to > {t})

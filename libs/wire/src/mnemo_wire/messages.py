@@ -36,6 +36,11 @@ def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     return message
 
 
+def own_feedback(row: Any) -> float:
+    """The memory's feedback factor (docs/feedback.md); 1 for a row read without it."""
+    return float(row.get("feedback_factor", 1.0))
+
+
 def memory_message(row: Any, with_content: bool = False, trust: TrustSettings | None = None) -> common_pb2.Memory:
     message = common_pb2.Memory(
         id=str(row["id"]),
@@ -60,7 +65,7 @@ def memory_message(row: Any, with_content: bool = False, trust: TrustSettings | 
         suspicious=list(row["suspicious"]),
     )
     if trust is not None:
-        message.trust = trust.factor(row["status"], row["provenance"], row["trust"])
+        message.trust = trust.factor(row["status"], row["provenance"], row["trust"] * own_feedback(row))
     state = row["embedding_state"]
     if state:
         message.embedding_state = enum_value(common_pb2.EmbeddingState, state, "embedding_state")

@@ -23,12 +23,14 @@ from mnemo_gateway.schemas import (
     INCLUDE_HISTORY_DOC,
     VALID_AT_DOC,
     WORKSPACE_DOC,
+    FeedbackInput,
     Kind,
     Mode,
     ReasonInput,
     SearchInput,
     SupersedeInput,
     UpdateInput,
+    Vote,
     WriteInput,
     describe,
 )
@@ -44,7 +46,9 @@ the start of a task and before decisions that past work may have settled; write 
 (memory_write) when you learn something a future session would want: a decision and why, a
 convention, a pitfall, a fix that worked. When a remembered belief changes, supersede it
 (memory_supersede); when it was wrong, retract it (memory_retract). Each result carries a
-label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts."""
+label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts.
+After relying on a result, say whether it helped (memory_feedback): useful, not-useful, outdated
+or harmful."""
 
 Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 
@@ -285,6 +289,29 @@ def build_mcp(operations: Operations) -> MCPServer:
         return await _run(
             ctx,
             lambda: operations.retract(id, ReasonInput(reason=reason, workspace=workspace), _url_workspace(ctx)),
+        )
+
+    @server.tool()
+    async def memory_feedback(
+        ctx: Context,
+        id: Annotated[str, Field(description="The id of the memory, as memory_search returned it.")],
+        vote: Annotated[Vote, Field(description=describe(FeedbackInput, "vote"))],
+        note: Annotated[str, Field(description=describe(FeedbackInput, "note"))] = "",
+        successor_id: Annotated[str, Field(description=describe(FeedbackInput, "successor_id"))] = "",
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Say whether a memory a search returned helped: useful, not-useful, outdated or harmful.
+        Votes shift how high the memory ranks, within bounds (one vote per caller and memory: voting
+        again replaces your vote). outdated and harmful also ask a human reviewer to retract it, or,
+        outdated with successor_id, to supersede it; use memory_supersede or memory_retract instead
+        when you are sure and may change it yourself."""
+        return await _run(
+            ctx,
+            lambda: operations.feedback(
+                id,
+                FeedbackInput(vote=vote, note=note, successor_id=successor_id, workspace=workspace),
+                _url_workspace(ctx),
+            ),
         )
 
     @server.tool()

@@ -24,6 +24,7 @@ from mnemo_gateway.schemas import (
     BatchInput,
     ConfirmInput,
     ErrorBody,
+    FeedbackInput,
     HarvestRunInput,
     ImportDecisionInput,
     ImportStartInput,
@@ -32,6 +33,7 @@ from mnemo_gateway.schemas import (
     ReasonInput,
     RescanInput,
     RestoreInput,
+    RetryInput,
     SearchInput,
     SupersedeInput,
     TokenInput,
@@ -152,6 +154,13 @@ def build_router(operations: Operations) -> APIRouter:
     async def retract_memory(memory_id: str, body: ReasonInput) -> dict[str, Any]:
         return await operations.retract(memory_id, body, None)
 
+    @router.post(
+        "/memories/{memory_id}/feedback",
+        summary="Vote on a memory: useful, not-useful, outdated or harmful (one vote per caller, the latest counts)",
+    )
+    async def memory_feedback(memory_id: str, body: FeedbackInput) -> dict[str, Any]:
+        return await operations.feedback(memory_id, body, None)
+
     @router.post("/memories/{memory_id}/confirm", summary="Confirm an active or candidate memory")
     async def confirm_memory(memory_id: str, body: ConfirmInput) -> dict[str, Any]:
         return await operations.confirm(memory_id, body)
@@ -260,6 +269,10 @@ def build_router(operations: Operations) -> APIRouter:
         since: Annotated[datetime | None, Query(description=CONTEXT_SINCE_DOC)] = None,
     ) -> dict[str, Any]:
         return await operations.context(workspace, None, budget, task, since)
+
+    @router.post("/embeddings:retry", summary="Queue failed chunks for embedding again (admin)")
+    async def retry_embeddings(body: RetryInput) -> dict[str, Any]:
+        return await operations.retry_embeddings(body.workspace)
 
     @router.get("/status", summary="Counts, embedding queue and embedder state")
     async def status(workspace: WorkspaceParam = None) -> dict[str, Any]:

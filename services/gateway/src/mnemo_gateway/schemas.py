@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from mnemo.common.v1 import common_pb2, options_pb2
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.harvest.v1 import harvest_service_pb2 as harvest_pb
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_platform import enum_label, enum_labels, reason_name
 
@@ -19,6 +20,7 @@ KINDS = tuple(enum_labels(common_pb2.MemoryKind))
 MODES = tuple(enum_labels(search_pb.SearchMode))
 ROLES = tuple(enum_labels(options_pb2.Role))
 AGENTS = ("", *enum_labels(harvest_pb.Agent))  # "" is every agent
+VOTES = tuple(enum_labels(ingest_pb.FeedbackVote))
 # What a caller may claim to be; the harvested and imported provenances are set by the services.
 WRITER_PROVENANCES = tuple(
     enum_label(common_pb2.Provenance, v) for v in (common_pb2.PROVENANCE_AGENT, common_pb2.PROVENANCE_HUMAN)
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     Mode = str
     Role = str
     Agent = str
+    Vote = str
     WriterProvenance = str
     Reason = str
 else:
@@ -42,6 +45,7 @@ else:
     Mode = Literal[MODES]
     Role = Literal[ROLES]
     Agent = Literal[AGENTS]
+    Vote = Literal[VOTES]
     WriterProvenance = Literal[WRITER_PROVENANCES]
     Reason = Literal[REASONS]
 WorkspaceRef = str | None
@@ -226,6 +230,20 @@ class ReasonInput(_Body):
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
 
 
+class FeedbackInput(_Body):
+    vote: Vote = Field(
+        description=(
+            f"{one_of(VOTES)}: whether the memory helped. outdated and harmful also ask a reviewer to retract it "
+            "(or, outdated with successor_id, to supersede it); one vote per caller and memory, the latest counts."
+        )
+    )
+    note: str = Field("", description="Why, optionally (at most 2,000 characters); a proposal's reason.")
+    successor_id: str = Field(
+        "", description="With an outdated vote: the id of the memory that replaces this one (a supersede proposal)."
+    )
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
 class ConfirmInput(_Body):
     reason: str = Field("", description="Why this memory is trusted (optional).")
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
@@ -264,6 +282,10 @@ class TokenInput(_Body):
 class RescanInput(_Body):
     workspace: str | None = Field(None, description="One workspace (id, name or root path); every one when omitted.")
     dry_run: bool = Field(False, description="Report what would be redacted and change nothing.")
+
+
+class RetryInput(_Body):
+    workspace: str | None = Field(None, description="One workspace (id, name or root path); every one when omitted.")
 
 
 class WorkspaceInput(_Body):

@@ -1,4 +1,4 @@
-"""Workspace and token administration: registering workspaces, creating and revoking tokens."""
+"""Administration: registering workspaces, creating and revoking tokens, retrying failed embeddings."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import structlog
 
 from mnemo_platform import ALL_WORKSPACES
 from mnemo_store import (
+    EMBED_CHANNEL,
     GLOBAL_WORKSPACE,
     AuditEvent,
     TokenRow,
@@ -14,6 +15,7 @@ from mnemo_store import (
     add_workspace,
     append_audit_event,
     create_token,
+    embed_queue,
     resolve_registered,
     revoke_token,
 )
@@ -62,3 +64,16 @@ class Admin:
             )
         log.info("token_revoked", token=row.id, principal=row.principal)
         return row
+
+    async def retry_embeddings(self, ref: str) -> int:
+        """Queues the failed chunks of workspace `ref` (every workspace when empty) again and wakes
+        the embedding workers; returns how many."""
+        workspaces = None
+        if ref:
+            async with self.pool.acquire() as conn:
+                workspaces = [(await resolve_registered(conn, ref)).id]
+        count = await embed_queue.requeue_failed(self.pool, workspaces)
+        if count:
+            await self.pool.execute(f"NOTIFY {EMBED_CHANNEL}")
+        log.info("failed_embeddings_requeued", count=count, workspace=workspaces[0] if workspaces else "*")
+        return count

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,19 +14,21 @@ from mnemo_embed import Embedder
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.admin import Admin
 from mnemo_ingest.corrections import Corrections
+from mnemo_ingest.feedback import Feedback, check_note
 from mnemo_ingest.imports import Decided, ImportBatches, parse_batch_id
 from mnemo_ingest.rescan import Rescan, RescanSummary
 from mnemo_ingest.restore import MAX_RECORDS, Restored, Restores, check_header
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
-from mnemo_platform import InvalidArgument, MnemoError, enum_value
+from mnemo_platform import InvalidArgument, MnemoError, enum_label, enum_value
 from mnemo_store import imports as imports_db
 from mnemo_wire import (
     ContentSettings,
     TrustSettings,
     memory_message,
     parse_memory_id,
+    timestamp,
     token_message,
     tombstone_message,
     workspace_message,
@@ -52,6 +55,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.pool = pool
         self.rescan = Rescan(pool, steps)
         self.restores = Restores(pool, steps)
+        self.feedback = Feedback(pool)
 
     def _memory(self, row: asyncpg.Record) -> Any:
         return memory_message(row, with_content=True, trust=self.trust)
@@ -162,6 +166,37 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         tombstone = await self.corrections.purge(request.workspace, memory_id, reason, request.force)
         return pb.PurgeMemoryResponse(tombstone=tombstone_message(tombstone))
 
+    async def RetryEmbeddings(self, request: pb.RetryEmbeddingsRequest, context: Any) -> pb.RetryEmbeddingsResponse:
+        return pb.RetryEmbeddingsResponse(requeued=await self.admin.retry_embeddings(request.workspace.strip()))
+
+    async def RecordFeedback(self, request: pb.RecordFeedbackRequest, context: Any) -> pb.RecordFeedbackResponse:
+        memory_id = parse_memory_id(request.id)
+        vote = _vote(request.vote)
+        note = check_note(request.note)
+        successor_id = _successor_id(request.successor_id)
+        if successor_id is not None and vote != "outdated":
+            raise InvalidArgument(f"successor_id goes with an outdated vote only; this vote is {vote}")
+        voted = await self.feedback.record(request.workspace, memory_id, vote, note, successor_id)
+        row = voted.feedback
+        return pb.RecordFeedbackResponse(
+            feedback=pb.Feedback(
+                memory_id=str(row["memory_id"]),
+                workspace_id=row["workspace_id"],
+                principal=row["principal"],
+                vote=enum_value(pb.FeedbackVote, row["vote"], "vote"),
+                note=row["note"],
+                created_at=timestamp(row["created_at"]),
+                updated_at=timestamp(row["updated_at"]),
+            ),
+            replaced=enum_value(pb.FeedbackVote, voted.replaced or "", "replaced"),
+            feedback_factor=voted.factor,
+            voters=voted.voters,
+            memory=self._memory(voted.memory),
+            proposal_id=str(voted.proposal["id"]) if voted.proposal is not None else "",
+            proposal_created=voted.proposal_created,
+            unchanged=voted.unchanged,
+        )
+
     async def RescanRedactions(
         self, request: pb.RescanRedactionsRequest, context: Any
     ) -> AsyncIterator[pb.RescanProgress]:
@@ -227,6 +262,28 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
 
     async def RevokeToken(self, request: pb.RevokeTokenRequest, context: Any) -> pb.RevokeTokenResponse:
         return pb.RevokeTokenResponse(token=token_message(await self.admin.revoke_token(request.id)))
+
+
+def _successor_id(value: str) -> uuid.UUID | None:
+    if not value:
+        return None
+    try:
+        return uuid.UUID(value.strip())
+    except ValueError:
+        shown = value[:60] + ("…" if len(value) > 60 else "")
+        raise InvalidArgument(f"successor_id {shown!r} is not a memory id (a uuid)") from None
+
+
+def _vote(value: int) -> str:
+    """The vote's label; a missing or unknown vote is refused naming the ones there are."""
+    try:
+        label = enum_label(pb.FeedbackVote, value)
+    except ValueError:
+        label = ""
+    if not label:
+        labels = ", ".join(enum_label(pb.FeedbackVote, v) for v in pb.FeedbackVote.values() if v)
+        raise InvalidArgument(f"vote must be one of {labels}; got {value}" if value else f"vote is required: {labels}")
+    return label
 
 
 def _restored(result: Restored) -> pb.RestoreResult:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mnemo_platform.settings import parse_positive_float, parse_positive_int, setting
+from mnemo_platform.settings import parse_non_negative_float, parse_positive_float, parse_positive_int, setting
 
 
 @dataclass(frozen=True)
@@ -21,13 +21,30 @@ class IngestSettings:
         parse_positive_float,
     )
     embed_max_attempts: int = setting(
-        "MNEMO_EMBED_MAX_ATTEMPTS", 5, "Attempts before a chunk is marked `failed`.", parse_positive_int
+        "MNEMO_EMBED_MAX_ATTEMPTS",
+        5,
+        "Attempts before a chunk the embedder refuses is marked `failed` (an embedder outage never counts).",
+        parse_positive_int,
     )
     embed_backoff_s: float = setting(
         "MNEMO_EMBED_BACKOFF_S",
         2.0,
-        "First retry delay of a failed chunk; doubles with each attempt.",
+        "First retry delay of a refused chunk, and of the first try after the embedder became "
+        "unavailable; doubles with each attempt.",
         parse_positive_float,
+    )
+    embed_outage_max_delay_s: float = setting(
+        "MNEMO_EMBED_OUTAGE_MAX_DELAY_S",
+        30.0,
+        "Longest wait between tries while the embedder is unavailable: the most its recovery goes unnoticed.",
+        parse_positive_float,
+    )
+    embed_failed_retry_s: float = setting(
+        "MNEMO_EMBED_FAILED_RETRY_S",
+        3600.0,
+        "Seconds after which `failed` chunks are queued again by themselves (0: never; "
+        "`mnemo embed retry` queues them at once).",
+        parse_non_negative_float,
     )
     lexical_post_batch: int = setting(
         "MNEMO_LEXICAL_POST_BATCH",

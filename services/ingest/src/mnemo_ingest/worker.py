@@ -3,12 +3,20 @@
 A worker keeps the model busy: while it runs on one batch, the next is claimed (and the one
 before stored), and no transaction or row lock is held during inference. The queue's SQL, and
 why it never waits for a row lock, is mnemo_store.embed_queue's.
+
+Two kinds of failure are told apart. The embedder being unavailable (a model that failed to
+load, an endpoint down) says nothing about the chunks: they wait, however long the outage, and
+the workers try again after a wait that doubles up to MNEMO_EMBED_OUTAGE_MAX_DELAY_S. A batch
+the embedder refuses (an endpoint's 400, a model error) is split, so only the chunk at fault
+counts attempts, and after MNEMO_EMBED_MAX_ATTEMPTS it is `failed`; failed chunks are queued
+again after MNEMO_EMBED_FAILED_RETRY_S, or at once by `mnemo embed retry`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import asyncpg
@@ -53,11 +61,16 @@ class EmbeddingWorkers:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.embedded = 0
+        # While the embedder is unavailable: since when, and the wait before the next try.
+        self._outage_since: float | None = None
+        self._outage_delay = 0.0
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._listen(), name="embed-listen"))
         for i in range(self.settings.embed_workers):
             self._tasks.append(asyncio.create_task(self._run(i), name=f"embed-worker-{i}"))
+        if self.settings.embed_failed_retry_s > 0:
+            self._tasks.append(asyncio.create_task(self._requeue_failed(), name="embed-requeue-failed"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -99,9 +112,13 @@ class EmbeddingWorkers:
             return
         log.info("embed_worker_started", worker=index)
         while True:
+            if self._outage_since is not None:
+                # New writes do not wake a worker during an outage: each try costs the endpoint's
+                # whole timeout, and the chunks are safe where they are.
+                await asyncio.sleep(self._outage_delay)
             self._wake.clear()
             try:
-                if await self._drain():
+                if await self._drain() and self._outage_since is None:
                     continue
                 delay = await self._next_due_in()
             except asyncio.CancelledError:
@@ -109,8 +126,9 @@ class EmbeddingWorkers:
             except Exception:
                 log.exception("embed_batch_failed")
                 delay = min(5.0, self.settings.embed_rescan_s)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            if self._outage_since is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
 
     async def _drain(self) -> int:
         """Embeds batches until the queue is empty; returns how many chunks were taken (0: nothing
@@ -131,6 +149,10 @@ class EmbeddingWorkers:
             except BaseException:
                 await self._release(following)
                 raise
+            if self._outage_since is not None:
+                # The embedder went away: the next batch waits for the next try, not for the lease.
+                await self._release(following)
+                following = []
             embedding = asyncio.create_task(self._embed(following)) if following else None
             try:
                 await self._store(pairs)
@@ -157,27 +179,64 @@ class EmbeddingWorkers:
         inputs = [Chunk(0, r["context"], r["text"]).embedding_input() for r in rows]
         try:
             vectors = await self.embedder.embed(inputs)
+            self._recovered()
             return list(zip(rows, vectors, strict=True))
         except asyncio.CancelledError:
             await self._release(rows)
             raise
         except EmbedderUnavailable as exc:
-            # The embedder as a whole is down: every chunk waits and counts an attempt.
-            await self._record_failure([r["id"] for r in rows], str(exc))
+            await self._unavailable([r["id"] for r in rows], str(exc))
             return []
         except Exception as exc:
-            # Something in the batch broke the model: embed one by one so only the culprit fails.
+            # Something in the batch broke the model or was refused (EmbedderRejected): embed one
+            # by one so only the culprit fails.
             log.info("embed_batch_split", count=len(rows), error=f"{type(exc).__name__}: {exc}"[:300])
         pairs = []
-        for row, text in zip(rows, inputs, strict=True):
+        for i, (row, text) in enumerate(zip(rows, inputs, strict=True)):
             try:
                 pairs.append((row, (await self.embedder.embed([text]))[0]))
+                self._recovered()
             except asyncio.CancelledError:
                 await self._release(rows)
                 raise
+            except EmbedderUnavailable as exc:
+                await self._unavailable([r["id"] for r in rows[i:]], str(exc))
+                break
             except Exception as exc:
                 await self._record_failure([row["id"]], f"{type(exc).__name__}: {exc}")
         return pairs
+
+    async def _unavailable(self, ids: list[int], error: str) -> None:
+        """The embedder is down: the chunks wait for the next try without counting an attempt, and
+        the wait before it doubles, up to MNEMO_EMBED_OUTAGE_MAX_DELAY_S."""
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            self._outage_delay = self.settings.embed_backoff_s
+            log.warning("embedder_unavailable", error=error[:300], chunks_waiting=len(ids))
+        else:
+            self._outage_delay = min(self._outage_delay * 2, self.settings.embed_outage_max_delay_s)
+        await embed_queue.defer(self.pool, ids, error[:2000], self._outage_delay)
+
+    def _recovered(self) -> None:
+        if self._outage_since is not None:
+            log.info("embedder_recovered", outage_s=round(time.monotonic() - self._outage_since, 1))
+            self._outage_since = None
+
+    async def _requeue_failed(self) -> None:
+        """Queues chunks that have been `failed` for MNEMO_EMBED_FAILED_RETRY_S again, checking
+        every minute (or sooner for a shorter setting): a model or endpoint fixed since gets its
+        chance without anyone asking."""
+        every = min(60.0, self.settings.embed_failed_retry_s)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                count = await embed_queue.requeue_failed(self.pool, None, self.settings.embed_failed_retry_s)
+            except (asyncpg.PostgresError, OSError) as exc:
+                log.warning("embed_requeue_failed_failed", error=str(exc)[:300])
+                continue
+            if count:
+                log.info("failed_chunks_requeued", count=count)
+                self.wake()
 
     async def _store(self, pairs: list[tuple[asyncpg.Record, Any]]) -> None:
         vectors = {row["id"]: vector for row, vector in pairs}

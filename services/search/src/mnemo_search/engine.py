@@ -47,6 +47,7 @@ class RankedHit:
     fused: float
     recency: float
     trust: float
+    feedback: float
     lexical: LegHit | None
     semantic: LegHit | None
 
@@ -277,7 +278,8 @@ def ranked_query(
 
     Each candidate's fused score is multiplied by a recency factor (1 for a memory updated now,
     falling towards 1 - MNEMO_RECENCY_WEIGHT, halving every half-life) and its trust factor
-    (`TrustSettings.sql_factor`, the SQL form of `TrustSettings.factor`). Ranking here rather than after the rows come
+    (`TrustSettings.sql_factor`, the SQL form of `TrustSettings.factor`; the memory's own factor there is
+    its screening factor times its feedback factor, docs/feedback.md). Ranking here rather than after the rows come
     back is what lets one statement do it all: a snippet (ts_headline, a fraction of a
     millisecond per chunk) is made only for the results returned, not for every candidate. The
     scope is applied again, so a memory changed since its leg read it is left out. A snippet is
@@ -291,7 +293,8 @@ def ranked_query(
     highlighted = params.bind([c.lexical is not None for c in candidates])
     weight = params.bind(settings.recency_weight)
     half_life = params.bind(settings.recency_half_life_days)
-    trust_factor = trust.sql_factor(params.bind, "m.status", "m.provenance", "m.trust")
+    # The memory's own factor is its screening factor times its feedback factor (docs/feedback.md).
+    trust_factor = trust.sql_factor(params.bind, "m.status", "m.provenance", "(m.trust * m.feedback_factor)")
     words = params.bind(any_term_query(literal_terms(text)))
     scoped = build_scope(scope, params, memory="m")
     sql = f"""
@@ -432,6 +435,7 @@ class SearchEngine:
                 fused=row["fused"],
                 recency=row["recency"],
                 trust=row["trust_factor"],
+                feedback=row["feedback_factor"],
                 lexical=lexical_hits.get(row["id"]),
                 semantic=semantic_hits.get(row["id"]),
             )

@@ -135,6 +135,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
                         recency_factor=hit.recency,
                         lexical_relaxed=outcome.relaxed and hit.lexical is not None,
                         trust_factor=hit.trust,
+                        feedback_factor=hit.feedback,
                     )
                 )
         return response

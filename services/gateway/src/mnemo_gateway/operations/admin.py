@@ -1,4 +1,4 @@
-"""Administration: who a token is, workspaces, tokens, and the redaction rescan."""
+"""Administration: who a token is, workspaces, tokens, the redaction rescan and failed embeddings."""
 
 from __future__ import annotations
 
@@ -66,3 +66,10 @@ class AdminOperations(OperationsBase):
         request = ingest_pb.RescanRedactionsRequest(workspace=workspace or "", dry_run=dry_run)
         async for message in streamed(self.backends.ingest.RescanRedactions(request)):
             yield plain(message)
+
+    async def retry_embeddings(self, workspace: str | None) -> dict[str, Any]:
+        """Queues failed chunks again: {"requeued": n}."""
+        check_text(workspace, "workspace")
+        request = ingest_pb.RetryEmbeddingsRequest(workspace=workspace or "")
+        response = await call(self.backends.ingest.RetryEmbeddings, request)
+        return {"requeued": response.requeued}

@@ -22,7 +22,14 @@ from mnemo_gateway.operations.convert import (
     tombstone_json,
     written_json,
 )
-from mnemo_gateway.schemas import ConfirmInput, PurgeInput, ReasonInput, SupersedeInput, WorkspaceOnlyInput
+from mnemo_gateway.schemas import (
+    ConfirmInput,
+    FeedbackInput,
+    PurgeInput,
+    ReasonInput,
+    SupersedeInput,
+    WorkspaceOnlyInput,
+)
 from mnemo_platform import enum_label, enum_value
 
 
@@ -110,6 +117,39 @@ class CorrectionOperations(OperationsBase):
         )
         response = await self._call(self.backends.ingest.PurgeMemory, request)
         return {"tombstone": tombstone_json(response.tombstone)}
+
+    async def feedback(self, memory_id: str, args: FeedbackInput, url_workspace: str | None) -> dict[str, Any]:
+        """A vote on a memory; the memory's factor after it, and the proposal it opened or joined."""
+        checked(args)
+        check_text(memory_id, "id")
+        request = ingest_pb.RecordFeedbackRequest(
+            workspace=self.workspace(args.workspace, url_workspace),
+            id=memory_id,
+            vote=enum_value(ingest_pb.FeedbackVote, args.vote, "vote"),
+            note=args.note,
+            successor_id=args.successor_id,
+        )
+        response = await self._call(self.backends.ingest.RecordFeedback, request)
+        vote = response.feedback
+        return {
+            "feedback": {
+                "memory_id": vote.memory_id,
+                "workspace_id": vote.workspace_id,
+                "principal": vote.principal,
+                "vote": enum_label(ingest_pb.FeedbackVote, vote.vote),
+                "note": vote.note,
+                "created_at": iso(vote.created_at),
+                "updated_at": iso(vote.updated_at),
+            },
+            "replaced": enum_label(ingest_pb.FeedbackVote, response.replaced) or None,
+            "unchanged": response.unchanged,
+            "feedback_factor": round(response.feedback_factor, 4),
+            "voters": response.voters,
+            "memory": memory_json(response.memory, with_content=False),
+            "proposal": {"id": response.proposal_id, "created": response.proposal_created}
+            if response.proposal_id
+            else None,
+        }
 
     async def history(self, memory_id: str, workspace: str | None, url_workspace: str | None) -> dict[str, Any]:
         check_text(memory_id, "id")

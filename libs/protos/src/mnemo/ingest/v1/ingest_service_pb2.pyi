@@ -27,6 +27,14 @@ class RestoreOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESTORE_OUTCOME_UNSPECIFIED: _ClassVar[RestoreOutcome]
     RESTORE_OUTCOME_RESTORED: _ClassVar[RestoreOutcome]
     RESTORE_OUTCOME_ALREADY_IN: _ClassVar[RestoreOutcome]
+
+class FeedbackVote(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FEEDBACK_VOTE_UNSPECIFIED: _ClassVar[FeedbackVote]
+    FEEDBACK_VOTE_USEFUL: _ClassVar[FeedbackVote]
+    FEEDBACK_VOTE_NOT_USEFUL: _ClassVar[FeedbackVote]
+    FEEDBACK_VOTE_OUTDATED: _ClassVar[FeedbackVote]
+    FEEDBACK_VOTE_HARMFUL: _ClassVar[FeedbackVote]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_NEW_VERSION: WriteOutcome
@@ -35,6 +43,11 @@ WRITE_OUTCOME_REPLAYED: WriteOutcome
 RESTORE_OUTCOME_UNSPECIFIED: RestoreOutcome
 RESTORE_OUTCOME_RESTORED: RestoreOutcome
 RESTORE_OUTCOME_ALREADY_IN: RestoreOutcome
+FEEDBACK_VOTE_UNSPECIFIED: FeedbackVote
+FEEDBACK_VOTE_USEFUL: FeedbackVote
+FEEDBACK_VOTE_NOT_USEFUL: FeedbackVote
+FEEDBACK_VOTE_OUTDATED: FeedbackVote
+FEEDBACK_VOTE_HARMFUL: FeedbackVote
 
 class WriteMemoryRequest(_message.Message):
     __slots__ = ("workspace", "kind", "title", "content", "tags", "metadata", "source_uri", "idempotency_key", "provenance", "valid_from", "valid_to", "derivation", "status", "import_batch")
@@ -577,3 +590,67 @@ class ReverseProposalResponse(_message.Message):
     proposal: _common_pb2.Proposal
     memories: _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]
     def __init__(self, proposal: _Optional[_Union[_common_pb2.Proposal, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[_common_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class RetryEmbeddingsRequest(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    def __init__(self, workspace: _Optional[str] = ...) -> None: ...
+
+class RetryEmbeddingsResponse(_message.Message):
+    __slots__ = ("requeued",)
+    REQUEUED_FIELD_NUMBER: _ClassVar[int]
+    requeued: int
+    def __init__(self, requeued: _Optional[int] = ...) -> None: ...
+
+class RecordFeedbackRequest(_message.Message):
+    __slots__ = ("workspace", "id", "vote", "note", "successor_id")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VOTE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    id: str
+    vote: FeedbackVote
+    note: str
+    successor_id: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., vote: _Optional[_Union[FeedbackVote, str]] = ..., note: _Optional[str] = ..., successor_id: _Optional[str] = ...) -> None: ...
+
+class Feedback(_message.Message):
+    __slots__ = ("memory_id", "workspace_id", "principal", "vote", "note", "created_at", "updated_at")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    VOTE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    workspace_id: str
+    principal: str
+    vote: FeedbackVote
+    note: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, memory_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., principal: _Optional[str] = ..., vote: _Optional[_Union[FeedbackVote, str]] = ..., note: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RecordFeedbackResponse(_message.Message):
+    __slots__ = ("feedback", "replaced", "feedback_factor", "voters", "memory", "proposal_id", "proposal_created", "unchanged")
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_CREATED_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    feedback: Feedback
+    replaced: FeedbackVote
+    feedback_factor: float
+    voters: int
+    memory: _common_pb2.Memory
+    proposal_id: str
+    proposal_created: bool
+    unchanged: bool
+    def __init__(self, feedback: _Optional[_Union[Feedback, _Mapping]] = ..., replaced: _Optional[_Union[FeedbackVote, str]] = ..., feedback_factor: _Optional[float] = ..., voters: _Optional[int] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., proposal_id: _Optional[str] = ..., proposal_created: _Optional[bool] = ..., unchanged: _Optional[bool] = ...) -> None: ...

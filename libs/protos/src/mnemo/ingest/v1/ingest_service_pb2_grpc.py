@@ -150,6 +150,16 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.FromString,
                 _registered_method=True)
+        self.RetryEmbeddings = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RetryEmbeddings',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetryEmbeddingsRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetryEmbeddingsResponse.FromString,
+                _registered_method=True)
+        self.RecordFeedback = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/RecordFeedback',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -325,6 +335,24 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryEmbeddings(self, request, context):
+        """RetryEmbeddings queues `failed` chunks again (of one workspace, or of every one), their attempts
+        counted afresh; chunks failed for MNEMO_EMBED_FAILED_RETRY_S are queued again by themselves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordFeedback(self, request, context):
+        """RecordFeedback records the caller's vote on a memory it can see (its workspace's or global): one
+        vote per principal and memory, a later one replacing the earlier. It recomputes the memory's
+        feedback factor (docs/feedback.md) in the same transaction; a harmful or outdated vote also opens
+        a proposal for a reviewer (one per memory and change, however many vote).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -437,6 +465,16 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.ReverseProposal,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.SerializeToString,
+            ),
+            'RetryEmbeddings': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryEmbeddings,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetryEmbeddingsRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetryEmbeddingsResponse.SerializeToString,
+            ),
+            'RecordFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordFeedback,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1039,6 +1077,60 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/ReverseProposal',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryEmbeddings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RetryEmbeddings',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetryEmbeddingsRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RetryEmbeddingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/RecordFeedback',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

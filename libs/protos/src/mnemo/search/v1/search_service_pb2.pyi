@@ -67,20 +67,22 @@ class LegExplanation(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("lexical", "semantic", "fused_score", "recency_factor", "lexical_relaxed", "trust_factor")
+    __slots__ = ("lexical", "semantic", "fused_score", "recency_factor", "lexical_relaxed", "trust_factor", "feedback_factor")
     LEXICAL_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_FIELD_NUMBER: _ClassVar[int]
     FUSED_SCORE_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FACTOR_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_RELAXED_FIELD_NUMBER: _ClassVar[int]
     TRUST_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FACTOR_FIELD_NUMBER: _ClassVar[int]
     lexical: LegExplanation
     semantic: LegExplanation
     fused_score: float
     recency_factor: float
     lexical_relaxed: bool
     trust_factor: float
-    def __init__(self, lexical: _Optional[_Union[LegExplanation, _Mapping]] = ..., semantic: _Optional[_Union[LegExplanation, _Mapping]] = ..., fused_score: _Optional[float] = ..., recency_factor: _Optional[float] = ..., lexical_relaxed: _Optional[bool] = ..., trust_factor: _Optional[float] = ...) -> None: ...
+    feedback_factor: float
+    def __init__(self, lexical: _Optional[_Union[LegExplanation, _Mapping]] = ..., semantic: _Optional[_Union[LegExplanation, _Mapping]] = ..., fused_score: _Optional[float] = ..., recency_factor: _Optional[float] = ..., lexical_relaxed: _Optional[bool] = ..., trust_factor: _Optional[float] = ..., feedback_factor: _Optional[float] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("memory", "snippet", "score", "explanation")
