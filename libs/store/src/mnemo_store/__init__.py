@@ -22,7 +22,7 @@ from mnemo_store.audit import (
     event_hash,
     verify_chains,
 )
-from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool
+from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool, unready_reason
 from mnemo_store.embedded import EmbeddedPostgres
 from mnemo_store.embedding_space import (
     EmbeddingSpaceMismatch,
@@ -106,6 +106,7 @@ __all__ = [
     "resolve_for_write",
     "resolve_registered",
     "revoke_token",
+    "unready_reason",
     "verify_chains",
     "workspace_clause",
 ]
