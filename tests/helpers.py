@@ -220,6 +220,7 @@ MCP_TOOLS = frozenset(
         "memory_history",
         "memory_harvest_status",
         "memory_context",
+        "memory_propose",
     }
 )
 

@@ -14,6 +14,7 @@ import pytest
 from mnemo_server.stack import Stack
 from tests.gateway.test_corrections_surfaces import assert_clear_error, ok
 from tests.gateway.test_corrections_surfaces import counts as correction_counts
+from tests.helpers import mcp_client, tool_json, wait_posted
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -127,3 +128,39 @@ async def test_openapi_lists_the_routes(http: httpx.AsyncClient) -> None:
         "/api/v1/proposals/{proposal_id}/reverse",
     ):
         assert path in paths, path
+
+
+async def test_mcp_memory_propose_opens_an_agent_proposal_a_reviewer_decides(
+    http: httpx.AsyncClient, hash_stack: Stack
+) -> None:
+    ws = await workspace(http)
+    keep = await write(http, ws, "Use ruff for linting and formatting; black is not used.")
+    dupe = await write(http, ws, "We lint and format with ruff (no black).")
+    async with mcp_client(hash_stack, ws) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "memory_propose" in tools and "reviewer" in (tools["memory_propose"].description or "")
+        # No MCP tool decides: agents propose, a reviewer accepts over REST, the CLI or the web UI.
+        assert not {name for name in tools if "accept" in name or "reject" in name}
+        result = tool_json(
+            await client.call_tool(
+                "memory_propose",
+                {"kind": "merge", "memory_ids": [keep["id"], dupe["id"]], "reason": "the same convention twice"},
+            )
+        )
+        refused = await client.call_tool("memory_propose", {"kind": "merge", "memory_ids": [keep["id"]], "reason": "x"})
+        assert refused.is_error and "merge" in refused.content[0].text
+    proposal = result["proposal"]
+    assert result["created"] and proposal["source"] == "agent" and proposal["state"] == "open"
+    assert proposal["workspace_id"] == ws
+    # The memories are untouched until a reviewer decides; then the duplicate leaves search.
+    await wait_posted(hash_stack.config.database.url)
+
+    async def found() -> list[str]:
+        body = {"workspace": ws, "query": "ruff", "mode": "lexical"}
+        return sorted(r["id"] for r in ok(await http.post(f"{API}/search", json=body))["results"])
+
+    assert await found() == sorted([keep["id"], dupe["id"]])
+    ok(await http.post(f"{API}/proposals/{proposal['id']}/accept", json={"workspace": ws}))
+    assert await found() == [keep["id"]]
+    ok(await http.post(f"{API}/proposals/{proposal['id']}/reverse", json={"workspace": ws, "reason": "not the same"}))
+    assert await found() == sorted([keep["id"], dupe["id"]])
