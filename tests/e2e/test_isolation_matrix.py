@@ -218,7 +218,8 @@ async def _seed(m: Matrix, projects: Path) -> None:
             {"principal": f"reviewer-ws{w.index}", "role": "reviewer", "workspaces": [w.name]},
         )
         w.reviewer = reviewer["secret"]
-        # The agent proposes in its only workspace (none named); only a reviewer decides.
+        # The agent proposes in its only workspace (none named); only a reviewer decides. Over REST
+        # the source is `human` whatever the token (MCP says `agent`).
         proposed = await m.ok(
             w.token,
             "POST",
@@ -1139,8 +1140,13 @@ def _read_routes(m: Matrix) -> list[tuple[str, str, Any, Any]]:
         ("GET", "/api/v1/tokens", None, None),
         ("GET", "/api/v1/context", None, None),
         ("GET", "/api/v1/export", None, None),
+        ("GET", "/api/v1/proposals", None, None),
+        ("GET", f"/api/v1/proposals/{w.proposal}", None, None),
     ]
-    shapes = {f"{method} {re.sub(r'[0-9a-f-]{36}', '{memory_id}', path)}" for method, path, _, _ in routes}
+    shapes = {
+        f"{method} {re.sub(r'[0-9a-f-]{36}', '{proposal_id}' if 'proposals' in path else '{memory_id}', path)}"
+        for method, path, _, _ in routes
+    }
     assert shapes == REST_READS
     return routes
 
@@ -1180,8 +1186,10 @@ async def test_unknown_or_malformed_tokens_are_unauthenticated(matrix: Matrix) -
     # Positive control: the real token reads every route but the admin's token list.
     for method, path, body, params in _read_routes(m):
         response = await m.rest(real, method, path, body, params)
-        admin_only = path in ("/api/v1/tokens", "/api/v1/export")
-        assert response.status_code == (403 if admin_only else 200), (path, response.text)
+        above_agent = path in ("/api/v1/tokens", "/api/v1/export") or path.startswith("/api/v1/proposals")
+        assert response.status_code == (403 if above_agent else 200), (path, response.text)
+        if path.startswith("/api/v1/proposals"):  # the queue is a reviewer's: w0's reviewer reads it
+            assert (await m.rest(m.walls[0].reviewer, method, path, body, params)).status_code == 200, path
 
 
 async def test_a_revoked_token_reads_nothing(matrix: Matrix) -> None:
@@ -1268,7 +1276,8 @@ async def test_proposal_walls(matrix: Matrix, pair: tuple[int, int]) -> None:
     listed = await m.ok(caller.reviewer, "GET", "/api/v1/proposals")
     assert caller.proposal in {p["id"] for p in listed["proposals"]}
     assert {p["workspace_id"] for p in listed["proposals"]} <= {caller.id, "global"}
-    assert {p["source"] for p in listed["proposals"]} >= {"agent", "harvest"}  # the session's DECISION/LESSON lines
+    # The agent's (over REST, a human's source) and the session's DECISION/LESSON lines.
+    assert {p["source"] for p in listed["proposals"]} == {"human", "harvest"}
     own = await m.ok(caller.reviewer, "GET", f"/api/v1/proposals/{caller.proposal}")
     assert own["memories"][0]["id"] == caller.memory["note"] and caller.keyword in own["memories"][0]["content"]
     m.assert_clean(caller.index, json.dumps([listed, own]), "own proposals")

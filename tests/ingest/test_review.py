@@ -79,6 +79,8 @@ async def test_confirm_accept_and_reverse(hash_clients: Clients) -> None:
     assert [s.status for s in history.states] == [CANDIDATE, CONFIRMED, CANDIDATE]
     actions = [e.action for e in history.events]
     assert actions[-4:] == ["confirm", "accept", "revert", "reverse"], actions
+    verified = await c.search.VerifyAudit(search_pb.VerifyAuditRequest(workspace=ws))
+    assert verified.ok and verified.events_checked >= 6
 
 
 def agent(ws_id: str, role: str = "agent") -> list[tuple[str, str]]:
@@ -166,6 +168,7 @@ async def test_merge_with_text_writes_a_consolidated_memory(hash_clients: Client
     assert [m.id for m in listed.memories] == [written]
     await reverse(c, ws, proposal.id)
     assert [await status(c, ws, i) for i in (a.id, b.id, written)] == [ACTIVE, ACTIVE, RETRACTED]
+    assert (await c.search.VerifyAudit(search_pb.VerifyAuditRequest(workspace=ws))).ok
 
 
 async def test_promote_accept_and_reverse(hash_clients: Clients) -> None:
@@ -180,6 +183,8 @@ async def test_promote_accept_and_reverse(hash_clients: Clients) -> None:
     await reverse(c, ws, proposal.id)
     assert await status(c, ws, memory.id) == ACTIVE
     assert await status(c, "global", copy_id) == RETRACTED
+    for chain in (ws, "global"):
+        assert (await c.search.VerifyAudit(search_pb.VerifyAuditRequest(workspace=chain))).ok
 
 
 async def test_restore_accept_and_reverse(hash_clients: Clients) -> None:

@@ -245,26 +245,39 @@ class Review:
                 raise FailedPrecondition(f"import batch {batch_id} is {what}: there is nothing to accept")
 
     async def _locate(
-        self, conn: asyncpg.Connection, ref: str, proposal_id: uuid.UUID
+        self, conn: asyncpg.Connection, ref: str, proposal_id: uuid.UUID, lock: bool = True
     ) -> tuple[asyncpg.Record, WorkspaceRow]:
-        """The proposal, locked, and its workspace. One in a workspace the caller cannot reach is
-        answered exactly as an unknown one: its existence is not the caller's to learn."""
+        """The proposal (locked unless `lock` is False) and its workspace. One in a workspace the
+        caller cannot reach is answered exactly as an unknown one: its existence is not the caller's to learn."""
         if ref.strip():
             named = await resolve_for_write(conn, ref)
-            row = await proposals.lock_proposal(conn, proposal_id, [named.id])
+            reach: tuple[str, ...] | None = (named.id,)
             where = f"workspace {named.name!r}"
         else:
-            reach = caller_reach()
-            if reach.ids is None:
-                row = await conn.fetchrow("SELECT * FROM proposals WHERE id = $1 FOR UPDATE", proposal_id)
-            else:
-                row = await proposals.lock_proposal(conn, proposal_id, reach.ids)
+            reach = caller_reach().ids
             where = "the workspaces this token reaches"
-        if row is None:
+        row = await conn.fetchrow(f"SELECT * FROM proposals WHERE id = $1{' FOR UPDATE' if lock else ''}", proposal_id)
+        if row is None or (reach is not None and row["workspace_id"] not in reach):
             raise NotFound(f"no proposal {proposal_id} in {where}")
         ws = await resolve_registered(conn, row["workspace_id"])
         check_access(ws.id, write=True, named=ws.name)
         return row, ws
+
+    async def _lock_targets(self, conn: asyncpg.Connection, ref: str, proposal_id: uuid.UUID) -> list[uuid.UUID]:
+        """Locks what a decision will change before the proposal itself, in the order a direct
+        correction takes them (its batch, its memories, then the proposal it settles), so the two
+        never wait on each other in a cycle. Returns the memories locked."""
+        peeked, _ = await self._locate(conn, ref, proposal_id, lock=False)
+        if peeked["kind"] == "accept_batch" and "batch_id" in peeked["change"]:
+            await conn.execute(
+                "SELECT 1 FROM import_batches WHERE id = $1::uuid FOR UPDATE", str(peeked["change"]["batch_id"])
+            )
+        ids = list(peeked["memory_ids"])
+        ids += [uuid.UUID(e["id"]) for e in (peeked["applied"] or {}).get("memories", [])]
+        ids += [uuid.UUID(i) for i in (peeked["applied"] or {}).get("written", [])]
+        ids = sorted(set(ids))
+        await conn.execute("SELECT 1 FROM memories WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE", ids)
+        return ids
 
     @staticmethod
     def _require(row: asyncpg.Record, state: str, verb: str) -> None:
@@ -316,10 +329,10 @@ class Review:
         of it holds, with every audit event, or nothing does."""
         principal = current_call().principal
         async with self.pool.acquire() as conn, conn.transaction():
+            await self._lock_targets(conn, ref, proposal_id)
             row, ws = await self._locate(conn, ref, proposal_id)
             self._require(row, "open", "accept")
             ids = list(row["memory_ids"])
-            await conn.execute("SELECT 1 FROM memories WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE", ids)
             await self._refuse_stale(conn, row)
             before = await db.fetch_memories(conn, ids)
             why = f"proposal {proposal_id}: {reason or row['reason']}"
@@ -439,12 +452,12 @@ class Review:
         deleted again, an accepted batch is back in review. Refused when any of them changed since."""
         principal = current_call().principal
         async with self.pool.acquire() as conn, conn.transaction():
+            await self._lock_targets(conn, ref, proposal_id)
             row, ws = await self._locate(conn, ref, proposal_id)
             self._require(row, "applied", "reverse")
             applied = row["applied"] or {}
             entries = applied.get("memories", [])
             ids = [uuid.UUID(e["id"]) for e in entries]
-            await conn.execute("SELECT 1 FROM memories WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE", ids)
             now = await db.fetch_memories(conn, ids)
             moved = [
                 _describe(now.get(uuid.UUID(e["id"])), e["id"])
