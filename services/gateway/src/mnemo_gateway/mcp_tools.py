@@ -45,8 +45,10 @@ Read its briefing (memory_context) at the start of a session. Search it (memory_
 the start of a task and before decisions that past work may have settled; write to it
 (memory_write) when you learn something a future session would want: a decision and why, a
 convention, a pitfall, a fix that worked. When a remembered belief changes, supersede it
-(memory_supersede); when it was wrong, retract it (memory_retract). Each result carries a
-label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts."""
+(memory_supersede); when it was wrong, retract it (memory_retract). For what a human should
+decide (confirming a note, merging duplicates, changing another's belief), propose it
+(memory_propose). Each result carries a label saying its status, who wrote it and when: trust
+confirmed notes over harvested transcripts."""
 
 Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 

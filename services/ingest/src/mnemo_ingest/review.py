@@ -18,6 +18,7 @@ from mnemo_ingest.corrections import Corrections
 from mnemo_ingest.imports import ImportBatches, parse_batch_id
 from mnemo_ingest.steps import Steps, audit_details
 from mnemo_ingest.validation import check_reason, check_short, check_write
+from mnemo_ingest.writes import candidate_proposal
 from mnemo_platform import FailedPrecondition, InvalidArgument, NotFound, current_call, enum_label
 from mnemo_store import (
     VISIBLE_STATUSES,
@@ -424,6 +425,9 @@ class Review:
                 ws.id, "write", str(new.id), 1, None, new.content_hash, {**details, "proposal_id": str(row["id"])}
             ),
         )
+        flagged = candidate_proposal(new.id, ws.id, draft)
+        if flagged is not None:  # merged text the screen flags waits for its own confirmation
+            await proposals.open_proposal(conn, flagged)
         for old in located:
             await self.steps.supersede(conn, old, new.id, new.content_hash, f"merged into {new.id}: {why}")
         return [new.id]
