@@ -3,7 +3,9 @@ nothing applied, the proposals the services open themselves, and the queue's rea
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -444,3 +446,33 @@ async def test_list_pages_newest_first(hash_clients: Clients) -> None:
     await refused(
         c.search.ListProposals(search_pb.ListProposalsRequest(page_token="garbage!")), grpc.StatusCode.INVALID_ARGUMENT
     )
+
+
+async def test_as_of_reads_see_each_step_of_an_accept_and_its_reverse(hash_clients: Clients) -> None:
+    """A reverse is a new status span, never an edit of the old ones: reading as of any moment answers
+    as it was then."""
+    c = hash_clients
+    ws = (await c.workspace()).name
+    old = await c.write(ws, "the cache ttl is ten minutes")
+    new = await c.write(ws, "the cache ttl is five minutes")
+    proposal = await propose(c, ws, common_pb2.PROPOSAL_KIND_SUPERSEDE, [old.id, new.id])
+    before = datetime.now(UTC)
+    await asyncio.sleep(0.02)
+    await accept(c, ws, proposal.id)
+    await asyncio.sleep(0.02)
+    during = datetime.now(UTC)
+    await asyncio.sleep(0.02)
+    await reverse(c, ws, proposal.id)
+
+    async def status_as_of(moment: datetime | None) -> int:
+        options = common_pb2.ReadOptions(include_history=True)
+        if moment is not None:
+            options.as_of.FromDatetime(moment)
+        got = await c.search.GetMemory(search_pb.GetMemoryRequest(workspace=ws, id=old.id, options=options))
+        return got.memory.status
+
+    assert [await status_as_of(t) for t in (before, during, None)] == [ACTIVE, SUPERSEDED, ACTIVE]
+    history = await c.search.GetHistory(search_pb.GetHistoryRequest(workspace=ws, id=old.id))
+    assert [s.status for s in history.states] == [ACTIVE, SUPERSEDED, ACTIVE]
+    assert history.states[1].superseded_by == new.id and not history.states[2].superseded_by
+    assert all(s.HasField("recorded_to") for s in history.states[:2]) and not history.states[2].HasField("recorded_to")
