@@ -253,6 +253,14 @@ async def test_direct_corrections_settle_their_proposals(hash_clients: Clients) 
         search_pb.ListProposalsRequest(workspace=ws, kind=common_pb2.PROPOSAL_KIND_ACCEPT_BATCH)
     )
     assert [p.state for p in kinds.proposals] == [APPLIED]
+    rolled = (
+        await c.ingest.StartImportBatch(ingest_pb.StartImportBatchRequest(workspace=ws, source="y", staged=True))
+    ).batch
+    await c.ingest.RollbackImportBatch(ingest_pb.RollbackImportBatchRequest(workspace=ws, id=rolled.id))
+    kinds = await c.search.ListProposals(
+        search_pb.ListProposalsRequest(workspace=ws, kind=common_pb2.PROPOSAL_KIND_ACCEPT_BATCH)
+    )
+    assert [p.state for p in kinds.proposals] == [common_pb2.PROPOSAL_STATE_REJECTED, APPLIED]
 
 
 async def test_harvested_candidates_open_one_proposal_each_and_a_rerun_none(hash_clients: Clients) -> None:

@@ -216,15 +216,17 @@ async def settle_open(
     memory_ids: Sequence[uuid.UUID],
     principal: str,
     reason: str,
-    applied: dict[str, Any],
+    applied: dict[str, Any] | None,
     batch_id: uuid.UUID | None = None,
+    state: str = "applied",
 ) -> list[asyncpg.Record]:
-    """Closes, as applied by `principal`, the open proposals of `kind` that a direct correction has
-    just carried out (a ConfirmMemory of their memory, an AcceptImportBatch of their batch), so the
-    queue does not show done work; each gets an `accept` audit event saying so. Returns them."""
+    """Closes, as decided by `principal`, the open proposals of `kind` that a direct call has just
+    settled: applied when it carried them out (a ConfirmMemory of their memory, an AcceptImportBatch
+    of their batch), rejected when it made them moot (a RollbackImportBatch), so the queue does not
+    show done work; each gets an `accept` or `reject` audit event saying so. Returns them."""
     rows = await conn.fetch(
         """
-        UPDATE proposals SET state = 'applied', decided_by = $4, decided_at = now(), decision_reason = $5,
+        UPDATE proposals SET state = $8, decided_by = $4, decided_at = now(), decision_reason = $5,
                              applied = $6
         WHERE workspace_id = $1 AND kind = $2 AND state = 'open'
           AND CASE WHEN $7::text IS NULL THEN memory_ids @> $3::uuid[] ELSE change ->> 'batch_id' = $7::text END
@@ -237,6 +239,7 @@ async def settle_open(
         reason,
         applied,
         str(batch_id) if batch_id else None,
+        state,
     )
     for row in rows:
         ids = list(row["memory_ids"])
@@ -244,7 +247,7 @@ async def settle_open(
             conn,
             AuditEvent(
                 workspace_id,
-                "accept",
+                "accept" if state == "applied" else "reject",
                 str(ids[0]) if len(ids) == 1 else None,
                 details={"proposal_id": str(row["id"]), "kind": kind, "reason": reason},
             ),

@@ -205,5 +205,16 @@ class ImportBatches:
                 )
             if batch["state"] != "rolled_back":
                 batch = await self._decide(conn, batch_id, "rolled_back")
+            await proposals.settle_open(
+                conn,
+                ws.id,
+                "accept_batch",
+                [],
+                current_call().principal,
+                "rolled back directly (RollbackImportBatch)",
+                None,
+                batch_id=batch_id,
+                state="rejected",
+            )
         log.info("import_batch_rolled_back", batch=str(batch_id), removed=len(rows))
         return Decided(batch, len(rows))
