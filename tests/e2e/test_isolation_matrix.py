@@ -1109,6 +1109,7 @@ async def test_global_is_readable_not_writable(matrix: Matrix, caller_index: int
         ("POST", f"/api/v1/memories/{m.global_note}/retract", {"reason": "an agent disagrees", **g}, None),
         ("POST", f"/api/v1/memories/{m.global_note}/confirm", g, None),
         ("DELETE", f"/api/v1/memories/{m.global_note}", None, {"reason": "an agent wants it gone", **g}),
+        ("POST", "/api/v1/proposals", {"kind": "retract", "memory_ids": [m.global_note], "reason": "x", **g}, None),
     ):
         refused = await m.rest(caller.token, method, path, body, params)
         assert _error(refused)[:2] == (403, "PERMISSION_DENIED"), (method, path, refused.text)

@@ -28,7 +28,6 @@ from mnemo_store import (
     caller_reach,
     check_access,
     proposals,
-    resolve_for_read,
     resolve_for_write,
     resolve_registered,
 )
@@ -189,10 +188,11 @@ class Review:
         self.max_content_bytes = max_content_bytes
 
     async def propose(self, ref: str, asked: Asked) -> tuple[asyncpg.Record, bool]:
-        """Opens the proposal (or answers the earlier one with its dedupe_key). A proposal changes no
-        memory: a caller proposes in any workspace it reads, global included."""
+        """Opens the proposal (or answers the earlier one with its dedupe_key), in a workspace the
+        caller may write: a proposal's reason is read by that workspace's reviewers, so an agent
+        cannot reach beyond its own workspaces through one (global's reviewers included)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            ws = await resolve_for_read(conn, ref)
+            ws = await resolve_for_write(conn, ref)
             await self._check_targets(conn, ws, asked)
             row, created = await proposals.open_proposal(
                 conn,
