@@ -337,7 +337,7 @@ class Review:
             await self._refuse_stale(conn, row)
             before = await db.fetch_memories(conn, ids)
             why = f"proposal {proposal_id}: {reason or row['reason']}"
-            written, extra = await self._apply(conn, ws, row, why, reason)
+            written, extra = await self._apply(conn, ws, row, why)
             if row["kind"] == "accept_batch":
                 touched = [uuid.UUID(i) for i in extra.pop("touched")]
                 before = extra.pop("before")
@@ -359,7 +359,7 @@ class Review:
         return Decision(decided, [after[i] for i in after])
 
     async def _apply(
-        self, conn: asyncpg.Connection, ws: WorkspaceRow, row: asyncpg.Record, why: str, reason: str | None
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, row: asyncpg.Record, why: str
     ) -> tuple[list[uuid.UUID], dict[str, Any]]:
         """Carries out the change; returns the memories it wrote and what else `applied` records."""
         kind, ids, change = row["kind"], list(row["memory_ids"]), row["change"]
