@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,8 +16,9 @@ from google.protobuf import struct_pb2
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo_embed import HashEmbedder
 from mnemo_platform import CallContext
-from tests.helpers import Clients
+from tests.helpers import Clients, Postgres, start_stack
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -173,8 +175,18 @@ async def test_merge_with_text_writes_a_consolidated_memory(hash_clients: Client
     assert (await c.search.VerifyAudit(search_pb.VerifyAuditRequest(workspace=ws))).ok
 
 
-async def test_promote_accept_and_reverse(hash_clients: Clients) -> None:
-    c = hash_clients
+@pytest.fixture(scope="module")
+async def own_clients(postgres: Postgres) -> AsyncIterator[Clients]:
+    """A stack of this module's own, for what writes to `global` (the session's stack is shared)."""
+    stack = await start_stack(await postgres.create_database("review"), HashEmbedder(64))
+    clients = Clients(stack)
+    yield clients
+    await clients.close()
+    await stack.stop()
+
+
+async def test_promote_accept_and_reverse(own_clients: Clients) -> None:
+    c = own_clients
     ws = (await c.workspace()).name
     memory = await c.write(ws, f"every repo uses conventional commits {uuid.uuid4().hex}")
     proposal = await propose(c, ws, common_pb2.PROPOSAL_KIND_PROMOTE, [memory.id])
