@@ -221,6 +221,7 @@ MCP_TOOLS = frozenset(
         "memory_harvest_status",
         "memory_context",
         "memory_feedback",
+        "memory_propose",
     }
 )
 

@@ -32,6 +32,9 @@ ENUM_OPTIONS: dict[tuple[str, str], Any] = {
     # Written out in mnemo_cli.agents (a hook must not load the generated code); held equal to the enum here.
     ("hook session-start", "--agent"): harvest_service_pb2.Agent,
     ("hook session-end", "--agent"): harvest_service_pb2.Agent,
+    ("review list", "--state"): common_pb2.ProposalState,
+    ("review list", "--kind"): common_pb2.ProposalKind,
+    ("propose", "kind"): common_pb2.ProposalKind,
 }
 # Choices no proto enum lists: the services `serve` starts, the checkout's benchmarks, the
 # platforms `service` renders a unit for and the tools `import --from` reads.
@@ -55,6 +58,9 @@ COMMAND_LINES: dict[tuple[str, str], tuple[list[str], str]] = {
     ("feedback", "vote"): (["feedback", "0b0e5f8e-6a4e-4c52-9d5e-3f1a2b3c4d5e"], "vote"),
     ("hook session-start", "--agent"): (["hook", "session-start", "--agent"], "agent"),
     ("hook session-end", "--agent"): (["hook", "session-end", "--agent"], "agent"),
+    ("review list", "--state"): (["review", "list", "--state"], "state"),
+    ("review list", "--kind"): (["review", "list", "--kind"], "kind"),
+    ("propose", "kind"): (["propose", "--reason", "r"], "kind"),
 }
 
 

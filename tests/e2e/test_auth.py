@@ -343,3 +343,59 @@ async def test_only_a_reviewer_promotes_to_global_and_it_is_audited(secured: Sec
     assert memory_id in seen[1].text and "alpha" not in after.text + seen[0].text + seen[1].text
     original = await s.http.get(f"/api/v1/memories/{memory_id}?workspace=alpha", headers=s.headers(beta_agent))
     assert original.status_code == 403
+
+
+async def test_roles_gate_the_review_routes(secured: Secured) -> None:
+    """An agent proposes (REST and MCP) but neither reads the queue nor decides; a reviewer of the
+    workspace does both; a reviewer of another workspace is answered as for an unknown id."""
+    s = secured
+    agent, reviewer = await s.token("agent", "alpha"), await s.token("reviewer", "alpha", principal="rev-alpha")
+    outsider = await s.token("reviewer", "beta", principal="rev-beta")
+    written = await s.http.post("/api/v1/memories", json={"content": "Review me."}, headers=s.headers(agent))
+    memory_id = written.json()["memory"]["id"]
+    body = {"kind": "confirm", "memory_ids": [memory_id], "reason": "checked by the agent"}
+    proposed = await s.http.post("/api/v1/proposals", json=body, headers=s.headers(agent))
+    assert proposed.status_code == 201, proposed.text
+    proposal_id = proposed.json()["proposal"]["id"]
+    async with mcp_client(s.stack, token=agent) as client:
+        via_mcp = tool_json(
+            await client.call_tool("memory_propose", {"kind": "retract", "memory_ids": [memory_id], "reason": "hm"})
+        )
+    assert via_mcp["proposal"]["source"] == "agent" and via_mcp["proposal"]["proposed_by"] == "agent-bot"
+
+    decisions = [
+        ("GET", "/api/v1/proposals", None),
+        ("GET", f"/api/v1/proposals/{proposal_id}", None),
+        ("POST", f"/api/v1/proposals/{proposal_id}/accept", {}),
+        ("POST", f"/api/v1/proposals/{proposal_id}/reject", {"reason": "no"}),
+        ("POST", f"/api/v1/proposals/{proposal_id}/reverse", {"reason": "no"}),
+    ]
+    for method, path, json_body in decisions:
+        denied = await s.http.request(method, path, json=json_body, headers=s.headers(agent))
+        assert denied.status_code == 403 and "needs the reviewer role" in denied.json()["error"]["message"], path
+    unknown = "00000000-0000-4000-8000-000000000001"
+    for method, path, json_body in decisions[1:3]:
+        theirs = await s.http.request(method, path, json=json_body, headers=s.headers(outsider))
+        none = await s.http.request(
+            method, path.replace(proposal_id, unknown), json=json_body, headers=s.headers(outsider)
+        )
+        assert theirs.status_code == none.status_code == 404, (theirs.text, none.text)
+        assert theirs.json()["error"]["message"].replace(proposal_id, "<id>") == none.json()["error"][
+            "message"
+        ].replace(unknown, "<id>")
+    assert (await s.http.get("/api/v1/proposals", headers=s.headers(outsider))).json()["proposals"] == []
+    still = await s.http.get(f"/api/v1/memories/{memory_id}", headers=s.headers(agent))
+    assert still.json()["status"] == "active"  # nothing applied by any refusal
+
+    listed = await s.http.get("/api/v1/proposals", params={"state": "open"}, headers=s.headers(reviewer))
+    assert {p["id"] for p in listed.json()["proposals"]} == {proposal_id, via_mcp["proposal"]["id"]}
+    accepted = await s.http.post(f"/api/v1/proposals/{proposal_id}/accept", json={}, headers=s.headers(reviewer))
+    assert accepted.status_code == 200, accepted.text
+    assert (
+        accepted.json()["proposal"]["decided_by"] == "rev-alpha"
+        and accepted.json()["memories"][0]["status"] == "confirmed"
+    )
+    reversed_ = await s.http.post(
+        f"/api/v1/proposals/{proposal_id}/reverse", json={"reason": "premature"}, headers=s.headers(reviewer)
+    )
+    assert reversed_.status_code == 200 and reversed_.json()["proposal"]["reversed_by"] == "rev-alpha"

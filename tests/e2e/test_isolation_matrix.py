@@ -67,12 +67,16 @@ class Walled:
     memory: dict[str, str] = field(default_factory=dict)
     """memory maps a role (note, decision, updated, superseded, successor, retracted, deleted) to its id."""
     session_id: str = ""
+    reviewer: str = ""
+    """reviewer is the secret of a reviewer token bound to this workspace alone."""
+    proposal: str = ""
+    """proposal is the id of a proposal its agent opened (to confirm its note)."""
     ids: set[str] = field(default_factory=set)
     """ids are every memory of the workspace, hidden and harvested ones included."""
 
     def content_markers(self) -> list[str]:
         """What must never reach another workspace, not even in an error message."""
-        return [self.keyword, self.principal, self.token_id, self.session_id, *sorted(self.ids)]
+        return [self.keyword, self.principal, self.token_id, self.session_id, self.proposal, *sorted(self.ids)]
 
     def identity_markers(self) -> list[str]:
         """The workspace's own names: absent from every other workspace's reads (a 403 may echo them)."""
@@ -207,6 +211,24 @@ async def _seed(m: Matrix, projects: Path) -> None:
         await write(w, "superseded", f"{k} old belief: builds run on Jenkins.")
         await write(w, "retracted", f"{k} hunch: the flaky test is a race.")
         await write(w, "deleted", f"{k} note to forget at once.", source_uri=f"file:///iso/{k}/forget.md")
+    for w in m.walls:
+        reviewer = await m.ok(
+            m.admin,
+            "POST",
+            "/api/v1/tokens",
+            {"principal": f"reviewer-ws{w.index}", "role": "reviewer", "workspaces": [w.name]},
+        )
+        w.reviewer = reviewer["secret"]
+        # The agent proposes in its only workspace (none named); only a reviewer decides. Over REST
+        # the source is `human` whatever the token (MCP says `agent`).
+        proposed = await m.ok(
+            w.token,
+            "POST",
+            "/api/v1/proposals",
+            {"kind": "confirm", "memory_ids": [w.memory["note"]], "reason": f"the {w.keyword} note checks out"},
+        )
+        assert proposed["proposal"]["workspace_id"] == w.id
+        w.proposal = proposed["proposal"]["id"]
     await asyncio.sleep(0.05)
     m.t_mid = _now()
     await asyncio.sleep(0.05)
@@ -379,6 +401,8 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
     ),
     f"{SEARCH}.ListTokens": ("test_token_rpcs_are_admin_only", "test_grpc_walls", "test_ui_walls"),
     f"{SEARCH}.ExportMemories": ("test_token_rpcs_are_admin_only", "test_grpc_walls"),
+    f"{SEARCH}.ListProposals": ("test_proposal_walls", "test_grpc_walls", "test_ui_walls"),
+    f"{SEARCH}.GetProposal": ("test_proposal_walls", "test_grpc_walls", "test_ui_walls"),
     f"{HARVEST}.Status": ("test_harvest_status_and_sources", "test_mcp_walls", "test_grpc_walls", "test_ui_walls"),
     f"{HARVEST}.ListSources": ("test_harvest_status_and_sources", "test_grpc_walls", "test_ui_walls"),
 }
@@ -399,6 +423,9 @@ GRPC_KINDS = {
     f"{SEARCH}.Authenticate": "admin",
     f"{SEARCH}.ListTokens": "admin",
     f"{SEARCH}.ExportMemories": "admin",
+    # Reviewer and up: an agent is refused whatever it names; test_proposal_walls holds reviewers to the wall.
+    f"{SEARCH}.ListProposals": "admin",
+    f"{SEARCH}.GetProposal": "admin",
     f"{HARVEST}.Status": "filtered",
     f"{HARVEST}.ListSources": "filtered",
 }
@@ -418,6 +445,8 @@ REST_READS = {
     "GET /api/v1/tokens",
     "GET /api/v1/context",
     "GET /api/v1/export",
+    "GET /api/v1/proposals",
+    "GET /api/v1/proposals/{proposal_id}",
 }
 MCP_READS = {
     "memory_search",
@@ -534,6 +563,12 @@ def _grpc_probes(m: Matrix, wall: Walled) -> dict[str, tuple[Callable[..., Any],
         f"{SEARCH}.ListTokens": (s.ListTokens, spb.ListTokensRequest(), lambda r: False),
         # A streaming RPC: the probe reads the whole stream, where the refusal comes.
         f"{SEARCH}.ExportMemories": (_exported(s), spb.ExportMemoriesRequest(workspace=ws), lambda r: False),
+        f"{SEARCH}.ListProposals": (s.ListProposals, spb.ListProposalsRequest(workspace=ws), lambda r: False),
+        f"{SEARCH}.GetProposal": (
+            s.GetProposal,
+            spb.GetProposalRequest(workspace=ws, id=wall.proposal),
+            lambda r: False,
+        ),
         f"{HARVEST}.Status": (
             h.Status,
             hpb.StatusRequest(),
@@ -1080,6 +1115,7 @@ async def test_global_is_readable_not_writable(matrix: Matrix, caller_index: int
         ("POST", f"/api/v1/memories/{m.global_note}/retract", {"reason": "an agent disagrees", **g}, None),
         ("POST", f"/api/v1/memories/{m.global_note}/confirm", g, None),
         ("DELETE", f"/api/v1/memories/{m.global_note}", None, {"reason": "an agent wants it gone", **g}),
+        ("POST", "/api/v1/proposals", {"kind": "retract", "memory_ids": [m.global_note], "reason": "x", **g}, None),
     ):
         refused = await m.rest(caller.token, method, path, body, params)
         assert _error(refused)[:2] == (403, "PERMISSION_DENIED"), (method, path, refused.text)
@@ -1124,8 +1160,13 @@ def _read_routes(m: Matrix) -> list[tuple[str, str, Any, Any]]:
         ("GET", "/api/v1/tokens", None, None),
         ("GET", "/api/v1/context", None, None),
         ("GET", "/api/v1/export", None, None),
+        ("GET", "/api/v1/proposals", None, None),
+        ("GET", f"/api/v1/proposals/{w.proposal}", None, None),
     ]
-    shapes = {f"{method} {re.sub(r'[0-9a-f-]{36}', '{memory_id}', path)}" for method, path, _, _ in routes}
+    shapes = {
+        f"{method} {re.sub(r'[0-9a-f-]{36}', '{proposal_id}' if 'proposals' in path else '{memory_id}', path)}"
+        for method, path, _, _ in routes
+    }
     assert shapes == REST_READS
     return routes
 
@@ -1165,8 +1206,10 @@ async def test_unknown_or_malformed_tokens_are_unauthenticated(matrix: Matrix) -
     # Positive control: the real token reads every route but the admin's token list.
     for method, path, body, params in _read_routes(m):
         response = await m.rest(real, method, path, body, params)
-        admin_only = path in ("/api/v1/tokens", "/api/v1/export")
-        assert response.status_code == (403 if admin_only else 200), (path, response.text)
+        above_agent = path in ("/api/v1/tokens", "/api/v1/export") or path.startswith("/api/v1/proposals")
+        assert response.status_code == (403 if above_agent else 200), (path, response.text)
+        if path.startswith("/api/v1/proposals"):  # the queue is a reviewer's: w0's reviewer reads it
+            assert (await m.rest(m.walls[0].reviewer, method, path, body, params)).status_code == 200, path
 
 
 async def test_a_revoked_token_reads_nothing(matrix: Matrix) -> None:
@@ -1205,6 +1248,61 @@ async def test_token_rpcs_are_admin_only(matrix: Matrix, caller_index: int) -> N
     assert caller.token_id in {t["id"] for t in tokens} and all("secret" not in t for t in tokens)
     export = await m.rest(m.admin, "GET", "/api/v1/export", None, {"workspace": caller.id})
     assert export.status_code == 200 and caller.keyword in export.text
+
+
+# -- proposals: a reviewer bound to one workspace sees and decides only its own ------------------------
+
+
+def _decisions(proposal_id: str, workspace: str | None) -> list[tuple[str, str, Any, Any]]:
+    body = {"reason": "deciding from elsewhere", **({"workspace": workspace} if workspace else {})}
+    return [
+        ("GET", f"/api/v1/proposals/{proposal_id}", None, {"workspace": workspace} if workspace else None),
+        *(("POST", f"/api/v1/proposals/{proposal_id}/{verb}", body, None) for verb in ("accept", "reject", "reverse")),
+    ]
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=PAIR_IDS)
+async def test_proposal_walls(matrix: Matrix, pair: tuple[int, int]) -> None:
+    """Another workspace's proposal, asked for or decided through the caller's own workspace (or none),
+    is answered word for word as an unknown id; naming that workspace is refused; nothing is decided."""
+    m = matrix
+    caller, target = m.walls[pair[0]], m.walls[pair[1]]
+    unknown = str(uuid.uuid4())
+    for workspace in (caller.name, None):
+        baseline = await gather_all([lambda c=c: m.rest(caller.reviewer, *c) for c in _decisions(unknown, workspace)])
+        foreign = await gather_all(
+            [lambda c=c: m.rest(caller.reviewer, *c) for c in _decisions(target.proposal, workspace)]
+        )
+        for want, got in zip(baseline, foreign, strict=True):
+            expected = (_error(want)[0], _error(want)[1], _error(want)[2].replace(unknown, "<id>"))
+            assert expected[0] == 404, want.text
+            assert (_error(got)[0], _error(got)[1], _error(got)[2].replace(target.proposal, "<id>")) == expected
+            m.assert_clean(caller.index, _error(got)[2].replace(target.proposal, ""), "foreign proposal")
+    named = [("GET", "/api/v1/proposals", None, {"workspace": ref}) for ref in target.refs(caller)[:3]] + [
+        ("POST", f"/api/v1/proposals/{target.proposal}/accept", {"workspace": target.name}, None)
+    ]
+    answers = await gather_all([lambda c=c: m.rest(caller.reviewer, *c) for c in named])
+    for call, response in zip(named, answers, strict=True):
+        assert _error(response)[:2] == (403, "PERMISSION_DENIED"), (call, response.text)
+    # Over gRPC as the gateway calls it for the reviewer: the same unknown-id answer.
+    reviewer = CallContext(f"reviewer-ws{caller.index}", uuid.uuid4().hex, "reviewer", (caller.id,), "").metadata()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await m.search.GetProposal(spb.GetProposalRequest(id=target.proposal), metadata=reviewer)
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    # An agent sees no queue at all, its own included.
+    assert _error(await m.rest(caller.token, "GET", "/api/v1/proposals"))[:2] == (403, "PERMISSION_DENIED")
+    # Positive controls: the reviewer lists and reads its own workspace's proposals, none of the target's;
+    # the target's proposal is still open, as its own reviewer sees.
+    listed = await m.ok(caller.reviewer, "GET", "/api/v1/proposals")
+    assert caller.proposal in {p["id"] for p in listed["proposals"]}
+    assert {p["workspace_id"] for p in listed["proposals"]} <= {caller.id, "global"}
+    # The agent's (over REST, a human's source) and the session's DECISION/LESSON lines.
+    assert {p["source"] for p in listed["proposals"]} == {"human", "harvest"}
+    own = await m.ok(caller.reviewer, "GET", f"/api/v1/proposals/{caller.proposal}")
+    assert own["memories"][0]["id"] == caller.memory["note"] and caller.keyword in own["memories"][0]["content"]
+    m.assert_clean(caller.index, json.dumps([listed, own]), "own proposals")
+    theirs = await m.ok(target.reviewer, "GET", f"/api/v1/proposals/{target.proposal}")
+    assert theirs["proposal"]["state"] == "open"
 
 
 # -- MCP: the tools an agent has, with its token, for every other workspace ---------------------------
@@ -1281,6 +1379,10 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
                 ("memory_context", {"workspace": target.name, "task": target.keyword, "budget": 16000}),
                 ("memory_write", {"content": "sneaky", "workspace": target.id}),
                 ("memory_feedback", {"id": mem["note"], "vote": "harmful", "workspace": target.name}),
+                (
+                    "memory_propose",
+                    {"kind": "retract", "memory_ids": [mem["note"]], "reason": "sneaky", "workspace": target.name},
+                ),
             ]
             # Through its own workspace: the target's ids are unknown, its keyword finds nothing of it.
             unknown += [("memory_get", mem["note"]), ("memory_get", mem["deleted"]), ("memory_history", mem["updated"])]
@@ -1290,6 +1392,16 @@ async def test_mcp_walls(matrix: Matrix, caller_index: int) -> None:
             text = _tool_error(result)
             assert text.startswith("PERMISSION_DENIED"), (tool, args, text)
             m.assert_clean(caller.index, text, f"mcp {tool} {args}", identity=False)
+        proposals = [(m.walls[i].memory["note"]) for i in range(N) if i != caller.index]
+        texts = await gather_all(
+            [
+                lambda i=i: call("memory_propose", {"kind": "retract", "memory_ids": [i], "reason": "x"})
+                for i in proposals
+            ]
+        )
+        for memory_id, result in zip(proposals, texts, strict=True):
+            expected = f"NOT_FOUND: memory {memory_id} not found in workspace {caller.name!r}"
+            assert _tool_error(result) == f"{expected} (reason: MEMORY_NOT_FOUND)", _tool_error(result)
         texts = await gather_all([lambda c=c: call(c[0], {"id": c[1]}) for c in unknown])
         for (_, memory_id), result in zip(unknown, texts, strict=True):
             text = _tool_error(result)

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from mnemo_cli.agents import AGENTS as HOOK_AGENTS
-from mnemo_cli.commands import admin, harvest, memory, operations, peer_import, running, transfer
+from mnemo_cli.commands import admin, harvest, memory, operations, peer_import, review, running, transfer
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -128,6 +128,28 @@ def _harvest_run_arguments(harvest_run: Parser) -> None:
     )
     harvest_run.add_argument("--verbose", "-v", action="store_true", help="list skipped and unchanged sessions too")
     harvest_run.add_argument("--json", action="store_true")
+
+
+def _review_list_arguments(review_list: Parser) -> None:
+    from mnemo_cli.choices import PROPOSAL_KINDS, PROPOSAL_STATES
+
+    _with_common(review_list)
+    review_list.add_argument("--state", choices=PROPOSAL_STATES, help="only this state (open: the queue)")
+    review_list.add_argument("--kind", choices=PROPOSAL_KINDS, help="only this kind")
+    review_list.add_argument("--memory", default="", help="only proposals touching this memory")
+    review_list.add_argument("--limit", type=int, default=50)
+
+
+def _propose_arguments(propose: Parser) -> None:
+    from mnemo_cli.choices import PROPOSAL_KINDS
+
+    _with_common(propose)
+    propose.add_argument("kind", choices=PROPOSAL_KINDS)
+    propose.add_argument("ids", nargs="*", help="the memories it touches (merge: the one to keep first)")
+    propose.add_argument("--reason", required=True)
+    propose.add_argument("--successor", help="supersede: the memory that replaces the first")
+    propose.add_argument("--merged-text", help="merge: write this merged text instead of keeping the first")
+    propose.add_argument("--batch", help="accept_batch: the staged import batch")
 
 
 def installed_version() -> str:
@@ -285,6 +307,29 @@ def build_parser() -> Parser:
     context.add_argument("--task", default="", help="what the session is about to do: adds what a search finds")
     context.add_argument("--since", help="report changes from this time (ISO 8601; default: the last session's start)")
     context.set_defaults(func=memory.cmd_context)
+
+    review_ = sub.add_parser("review", help="the review queue: list, show, accept, reject, reverse (reviewer)")
+    review_sub = review_.add_subparsers(dest="review_command", required=True)
+    review_list = review_sub.add_parser(
+        "list", help="proposals, newest first (every workspace the token reaches)", deferred=_review_list_arguments
+    )
+    review_list.set_defaults(func=review.cmd_review_list)
+    review_show = _with_common(review_sub.add_parser("show", help="one proposal and its memories as they are now"))
+    review_show.add_argument("id")
+    review_show.set_defaults(func=review.cmd_review_show)
+    for verb, func, text, needs_reason in (
+        ("accept", review.cmd_review_accept, "apply a proposal's change atomically", False),
+        ("reject", review.cmd_review_reject, "close a proposal without applying it (--reason required)", True),
+        ("reverse", review.cmd_review_reverse, "undo an applied proposal (--reason required)", True),
+    ):
+        decide = _with_common(review_sub.add_parser(verb, help=text))
+        decide.add_argument("id")
+        decide.add_argument("--reason", required=needs_reason, default="")
+        decide.set_defaults(func=func)
+    propose = sub.add_parser(
+        "propose", help="propose a change for a reviewer to decide (docs/review.md)", deferred=_propose_arguments
+    )
+    propose.set_defaults(func=review.cmd_propose)
 
     status = _with_common(sub.add_parser("status", help="counts, embedding queue, embedder state"))
     status.set_defaults(func=memory.cmd_status)

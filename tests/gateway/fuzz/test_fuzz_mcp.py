@@ -103,6 +103,16 @@ async def expected_rows(dsn: str, tool: str, payload: dict[str, Any]) -> dict[st
             return {}
         chunks = {"chunks": await chunk_count(dsn, memory["id"], memory["version"])}
         if payload["outcome"] == "created":
+            if memory["suspicious"]:
+                # Flagged text is a candidate with its proposal (and that proposal's audit event).
+                return {
+                    "memories": 1,
+                    "memory_versions": 1,
+                    "audit_events": 2,
+                    "memory_states": 1,
+                    "proposals": 1,
+                    **chunks,
+                }
             return {"memories": 1, "memory_versions": 1, "audit_events": 1, "memory_states": 1, **chunks}
         assert payload["outcome"] == "new_version", payload["outcome"]
         return {"memories": 0, "memory_versions": 1, "audit_events": 1, **chunks}
@@ -126,6 +136,8 @@ async def expected_rows(dsn: str, tool: str, payload: dict[str, Any]) -> dict[st
         if opened:
             rows["proposals"] = 1
         return rows
+    if tool == "memory_propose":
+        return {"proposals": 1, "audit_events": 1} if payload["created"] else {}
     assert tool in READ_ONLY, f"{tool} has no expectation here: say what a successful call writes"
     return {}
 

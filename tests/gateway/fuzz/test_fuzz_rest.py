@@ -85,6 +85,12 @@ ROUTES = [
     ("POST", "/imports/{batch_id}/memories:batch"),
     ("POST", "/imports/{batch_id}/accept"),
     ("POST", "/imports/{batch_id}/rollback"),
+    ("GET", "/proposals"),
+    ("GET", "/proposals/{proposal_id}"),
+    ("POST", "/proposals"),
+    ("POST", "/proposals/{proposal_id}/accept"),
+    ("POST", "/proposals/{proposal_id}/reject"),
+    ("POST", "/proposals/{proposal_id}/reverse"),
 ]
 # A harvest run, a rescan and an export of every memory are streamed and slow: a few examples each, not dozens.
 STREAMING = [("POST", "/harvest/run"), ("POST", "/redact/rescan"), ("GET", "/export")]

@@ -56,6 +56,11 @@ class Unavailable(MnemoError):
     default_reason = reasons_pb.ERROR_REASON_UNAVAILABLE
 
 
+class ResourceExhausted(MnemoError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    default_reason = reasons_pb.ERROR_REASON_UNAVAILABLE
+
+
 class PermissionDenied(MnemoError):
     code = grpc.StatusCode.PERMISSION_DENIED
     default_reason = reasons_pb.ERROR_REASON_OUTSIDE_WORKSPACE
@@ -77,6 +82,19 @@ def treat_as_unavailable(*types: type[BaseException]) -> None:
     for exc_type in types:
         if exc_type not in UNAVAILABLE_ERRORS:
             UNAVAILABLE_ERRORS.append(exc_type)
+
+
+# Exceptions that mean "a dependency ran out of something" (a full disk, memory): RESOURCE_EXHAUSTED,
+# retried once an operator frees it. Checked after UNAVAILABLE_ERRORS (running out of connections is
+# an outage to retry, not a resource to free).
+RESOURCE_EXHAUSTED_ERRORS: list[type[BaseException]] = []
+
+
+def treat_as_resource_exhausted(*types: type[BaseException]) -> None:
+    """Registers exception types that the error-mapping interceptor reports as RESOURCE_EXHAUSTED."""
+    for exc_type in types:
+        if exc_type not in RESOURCE_EXHAUSTED_ERRORS:
+            RESOURCE_EXHAUSTED_ERRORS.append(exc_type)
 
 
 # Exceptions that mean "the caller's text cannot be stored" (a NUL byte PostgreSQL refuses): a

@@ -29,10 +29,12 @@ from mnemo_platform.context import (
 from mnemo_platform.contract import declared_least_role
 from mnemo_platform.errors import (
     INVALID_INPUT_ERRORS,
+    RESOURCE_EXHAUSTED_ERRORS,
     UNAVAILABLE_ERRORS,
     Internal,
     MnemoError,
     PermissionDenied,
+    ResourceExhausted,
     Unauthenticated,
     Unavailable,
     invalid_input,
@@ -141,6 +143,15 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
     except tuple(UNAVAILABLE_ERRORS) as exc:
         log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
         await _abort(context, Unavailable(f"a dependency is unavailable: {type(exc).__name__}"))
+    except tuple(RESOURCE_EXHAUSTED_ERRORS) as exc:
+        log.warning("rpc_dependency_exhausted", method=method, error=type(exc).__name__)
+        await _abort(
+            context,
+            ResourceExhausted(
+                f"the database ran out of a resource ({type(exc).__name__}): nothing was written; "
+                "retry once it has been freed"
+            ),
+        )
     except Exception:
         log.exception("rpc_failed", method=method)
         await _abort(context, Internal("internal error in Mnemo; the server log has the details"))
@@ -228,6 +239,7 @@ class GrpcServer:
         self.grace_s = grace_s
         self.max_connection_age_ms = max_connection_age_ms
         self.health = HealthServicer()
+        self._services: list[str] = []
         self.port: int = 0
         self._server: grpc.aio.Server | None = None
 
@@ -279,9 +291,18 @@ class GrpcServer:
             raise OSError(f"{self.name}: cannot listen on {self.address}: {exc}") from exc
         await server.start()
         self._server = server
+        self._services = names
         for service in [*names, ""]:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info("grpc_server_started", service=self.name, address=self.target)
+
+    async def set_ready(self, ready: bool) -> None:
+        """Readiness is the health of the named services; the overall ("") health stays SERVING
+        while the process can answer at all (liveness): a database outage should take a replica
+        out of rotation, not get it restarted."""
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in self._services:
+            await self.health.set(service, status)
 
     async def stop(self) -> None:
         if self._server is None:
@@ -291,6 +312,11 @@ class GrpcServer:
         await self._server.stop(self.grace_s)
         self._server = None
         log.info("grpc_server_stopped", service=self.name)
+
+
+# How often a service checks that it can serve (its database answers), and how long it waits.
+READINESS_INTERVAL_S = 2.0
+READINESS_TIMEOUT_S = 2.0
 
 
 class GrpcApp:
@@ -305,6 +331,7 @@ class GrpcApp:
         self.address = address
         self.grace_s = grace_s
         self.server: GrpcServer | None = None
+        self._readiness: asyncio.Task[None] | None = None
 
     @property
     def target(self) -> str:
@@ -318,6 +345,11 @@ class GrpcApp:
     async def close(self) -> None:
         return None
 
+    async def unready_reason(self) -> str | None:
+        """Why the service cannot serve right now (its database does not answer), or None. Checked
+        every READINESS_INTERVAL_S; the answer is the named services' gRPC health."""
+        return None
+
     async def start(self) -> None:
         registrations = await self.open()
         self.server = GrpcServer(self.name, self.address, registrations, self.grace_s)
@@ -326,8 +358,32 @@ class GrpcApp:
         except BaseException:
             await self.close()
             raise
+        self._readiness = asyncio.create_task(self._watch_readiness(), name=f"{self.name}-readiness")
+
+    async def _watch_readiness(self) -> None:
+        ready = True
+        while True:
+            await asyncio.sleep(READINESS_INTERVAL_S)
+            try:
+                reason = await asyncio.wait_for(self.unready_reason(), timeout=READINESS_TIMEOUT_S)
+            except TimeoutError:
+                reason = f"no answer within {READINESS_TIMEOUT_S:g} s"
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            if (reason is None) != ready and self.server is not None:
+                ready = reason is None
+                await self.server.set_ready(ready)
+                if ready:
+                    log.info("service_ready", service=self.name)
+                else:
+                    log.warning("service_not_ready", service=self.name, reason=(reason or "")[:300])
 
     async def stop(self) -> None:
+        if self._readiness is not None:
+            self._readiness.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._readiness
+            self._readiness = None
         if self.server is not None:
             await self.server.stop()
         await self.close()

@@ -22,17 +22,19 @@ from mnemo_store.audit import (
     event_hash,
     verify_chains,
 )
-from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool
+from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool, unready_reason
 from mnemo_store.embedded import EmbeddedPostgres
 from mnemo_store.embedding_space import (
     EmbeddingSpaceMismatch,
     ensure_embedding_space,
     read_embedding_space,
 )
+from mnemo_store.imports import find_batch
 from mnemo_store.memories import CONTENT_JOIN, EMBED_CHANNEL, MEMORY_COLUMNS, ChunkRow
 from mnemo_store.migrations import MigrationError, apply_migrations, load_migrations
 from mnemo_store.params import Params
 from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Scope, Scoped, build_scope
+from mnemo_store.proposals import NewProposal, open_proposal
 from mnemo_store.settings import DatabaseSettings, default_data_dir
 from mnemo_store.setup import prepare_database
 from mnemo_store.tokens import (
@@ -69,6 +71,7 @@ __all__ = [
     "EmbeddedPostgres",
     "EmbeddingSpaceMismatch",
     "MigrationError",
+    "NewProposal",
     "Params",
     "Reach",
     "Scope",
@@ -91,6 +94,7 @@ __all__ = [
     "default_data_dir",
     "ensure_embedding_space",
     "event_hash",
+    "find_batch",
     "find_workspace",
     "instrument_asyncpg",
     "list_tokens",
@@ -98,6 +102,7 @@ __all__ = [
     "load_migrations",
     "normalize_root",
     "open_pool",
+    "open_proposal",
     "prepare_database",
     "reach_in",
     "read_embedding_space",
@@ -106,6 +111,7 @@ __all__ = [
     "resolve_for_write",
     "resolve_registered",
     "revoke_token",
+    "unready_reason",
     "verify_chains",
     "workspace_clause",
 ]

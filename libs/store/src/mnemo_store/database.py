@@ -10,19 +10,30 @@ import structlog
 from pgvector.asyncpg import register_vector
 
 from mnemo_platform import Unavailable, treat_as_unavailable
-from mnemo_platform.errors import treat_as_invalid_input
+from mnemo_platform.errors import treat_as_invalid_input, treat_as_resource_exhausted
 from mnemo_platform.telemetry import exporting
 
 log = structlog.get_logger("mnemo.store")
 
-# A lost or refused database connection is an outage to report as UNAVAILABLE, not a bug.
+# What a caller should retry is UNAVAILABLE, not a bug: a lost or refused connection; a server
+# shutting down, crashing, starting or cancelling the statement (SQLSTATE class 57: an immediate
+# restart, pg_terminate_backend, statement_timeout); a read-only server (a failover under way); a
+# transaction rolled back by a serialization failure or a deadlock (class 40).
 treat_as_unavailable(
     OSError,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
+    asyncpg.exceptions.TransactionRollbackError,
+    # A pooled connection the server ended a moment ago, before asyncpg saw the socket close: its
+    # protocol is stuck mid-error and refuses the next statement in these words (measured under a
+    # pg_terminate_backend storm, tests/faults/test_database_faults.py). The pool replaces it.
+    asyncpg.InternalClientError,
 )
+# A full disk or exhausted memory (class 53) waits for an operator: RESOURCE_EXHAUSTED.
+treat_as_resource_exhausted(asyncpg.exceptions.InsufficientResourcesError)
 # A NUL (or an untranslatable character) that a field check missed is the caller's input, not a bug.
 treat_as_invalid_input(asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
@@ -43,11 +54,18 @@ def instrument_asyncpg() -> None:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-    # The vector type exists only after migration 0001; a pool opened before it still works for
-    # the migration itself, and is reopened afterwards (see open_pool's caller).
-    if await conn.fetchval("SELECT to_regtype('vector') IS NOT NULL"):
-        await register_vector(conn)
+    try:
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        # The vector type exists only after migration 0001; a pool opened before it still works for
+        # the migration itself, and is reopened afterwards (see open_pool's caller).
+        if await conn.fetchval("SELECT to_regtype('vector') IS NOT NULL"):
+            await register_vector(conn)
+    except asyncpg.InternalClientError as exc:
+        # The server ended the connection while it was being set up (a restart, a terminated
+        # backend): asyncpg's protocol is left mid-operation and says so in its own terms. The
+        # connection is useless; what the caller meets is a lost connection, to retry.
+        conn.terminate()
+        raise asyncpg.ConnectionDoesNotExistError(f"connection lost while it was being set up: {exc}") from exc
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -81,6 +99,18 @@ async def open_pool(
         raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     assert pool is not None
     return pool
+
+
+async def unready_reason(pool: asyncpg.Pool | None) -> str | None:
+    """Why a service on `pool` cannot serve (its database does not answer a trivial statement), or
+    None: the readiness a database-backed GrpcApp reports (GrpcApp.unready_reason)."""
+    if pool is None:
+        return "not started"
+    try:
+        await pool.fetchval("SELECT 1")
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return f"PostgreSQL does not answer: {type(exc).__name__}"
+    return None
 
 
 async def check_server_version(pool: asyncpg.Pool) -> None:

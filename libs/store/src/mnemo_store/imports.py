@@ -69,3 +69,11 @@ async def batch_counts(conn: asyncpg.Connection | asyncpg.Pool, batch_id: uuid.U
         batch_id,
     )
     return {r["status"]: r["n"] for r in rows}
+
+
+async def reopen_batch(conn: asyncpg.Connection, batch_id: uuid.UUID) -> asyncpg.Record:
+    """Puts an accepted batch back in review (a reversed accept): open, undecided."""
+    return await conn.fetchrow(
+        "UPDATE import_batches SET state = 'open', decided_by = NULL, decided_at = NULL WHERE id = $1 RETURNING *",
+        batch_id,
+    )

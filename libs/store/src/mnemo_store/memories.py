@@ -363,7 +363,22 @@ async def set_status(
     valid_to: datetime | None = None,
 ) -> None:
     """Changes the status (and valid time) of a located memory, closing its open span so as-of reads see the old one."""
-    valid_to = valid_to if valid_to is not None else row["valid_to"]
+    await put_status(
+        conn, row, status, reason, principal, superseded_by, valid_to if valid_to is not None else row["valid_to"]
+    )
+
+
+async def put_status(
+    conn: asyncpg.Connection,
+    row: asyncpg.Record,
+    status: str,
+    reason: str | None,
+    principal: str,
+    superseded_by: uuid.UUID | None,
+    valid_to: datetime | None,
+) -> None:
+    """Puts a located memory's status, successor and end of valid time exactly as given (None clears
+    them), as a new status span: how a reversed decision puts a memory back without rewriting history."""
     await _update_reindexed(
         conn,
         """

@@ -14,6 +14,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -138,4 +139,148 @@ async def open_proposals_for(conn: asyncpg.Connection, memory_ids: Sequence[uuid
     return await conn.fetch(
         "SELECT * FROM proposals WHERE state = 'open' AND memory_ids && $1::uuid[] ORDER BY created_at, id",
         list(memory_ids),
+    )
+
+
+def snapshot(row: Any) -> dict[str, Any]:
+    """The part of a memory's state that a decision changes and a reverse puts back."""
+    return {
+        "status": row["status"],
+        "status_reason": row["status_reason"],
+        "superseded_by": str(row["superseded_by"]) if row["superseded_by"] else None,
+        "valid_to": row["valid_to"].isoformat() if row["valid_to"] else None,
+        "version": row["version"],
+        "deleted": row["deleted_at"] is not None,
+    }
+
+
+def applied_record(
+    before: dict[uuid.UUID, Any], after: dict[uuid.UUID, Any], written: Sequence[uuid.UUID] = (), **extra: Any
+) -> dict[str, Any]:
+    """What a decision did, as `proposals.applied` keeps it: each touched memory's state before and
+    after (a memory the decision wrote has no `before`), and the memories it wrote."""
+    return {
+        "memories": [
+            {
+                "id": str(memory_id),
+                "before": snapshot(before[memory_id]) if memory_id in before else None,
+                "after": snapshot(row),
+            }
+            for memory_id, row in after.items()
+        ],
+        "written": [str(i) for i in written],
+        **extra,
+    }
+
+
+async def decide(
+    conn: asyncpg.Connection,
+    proposal_id: uuid.UUID,
+    state: str,
+    principal: str,
+    reason: str | None,
+    applied: dict[str, Any] | None = None,
+) -> asyncpg.Record:
+    """Records a decision on an open proposal: applied (with what it did) or rejected."""
+    return await conn.fetchrow(
+        """
+        UPDATE proposals SET state = $2, decided_by = $3, decided_at = now(), decision_reason = $4, applied = $5
+        WHERE id = $1 RETURNING *
+        """,
+        proposal_id,
+        state,
+        principal,
+        reason,
+        applied,
+    )
+
+
+async def mark_reversed(
+    conn: asyncpg.Connection, proposal_id: uuid.UUID, principal: str, reason: str
+) -> asyncpg.Record:
+    return await conn.fetchrow(
+        """
+        UPDATE proposals SET state = 'reversed', reversed_by = $2, reversed_at = now(), reverse_reason = $3
+        WHERE id = $1 RETURNING *
+        """,
+        proposal_id,
+        principal,
+        reason,
+    )
+
+
+async def settle_open(
+    conn: asyncpg.Connection,
+    workspace_id: str,
+    kind: str,
+    memory_ids: Sequence[uuid.UUID],
+    principal: str,
+    reason: str,
+    applied: dict[str, Any] | None,
+    batch_id: uuid.UUID | None = None,
+    state: str = "applied",
+) -> list[asyncpg.Record]:
+    """Closes, as decided by `principal`, the open proposals of `kind` that a direct call has just
+    settled: applied when it carried them out (a ConfirmMemory of their memory, an AcceptImportBatch
+    of their batch), rejected when it made them moot (a RollbackImportBatch), so the queue does not
+    show done work; each gets an `accept` or `reject` audit event saying so. Returns them."""
+    rows = await conn.fetch(
+        """
+        UPDATE proposals SET state = $8, decided_by = $4, decided_at = now(), decision_reason = $5,
+                             applied = $6
+        WHERE workspace_id = $1 AND kind = $2 AND state = 'open'
+          AND CASE WHEN $7::text IS NULL THEN memory_ids @> $3::uuid[] ELSE change ->> 'batch_id' = $7::text END
+        RETURNING *
+        """,
+        workspace_id,
+        kind,
+        list(memory_ids),
+        principal,
+        reason,
+        applied,
+        str(batch_id) if batch_id else None,
+        state,
+    )
+    for row in rows:
+        ids = list(row["memory_ids"])
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                workspace_id,
+                "accept" if state == "applied" else "reject",
+                str(ids[0]) if len(ids) == 1 else None,
+                details={"proposal_id": str(row["id"]), "kind": kind, "reason": reason},
+            ),
+        )
+    return rows
+
+
+async def is_stale(conn: asyncpg.Connection | asyncpg.Pool, row: Any) -> bool:
+    """Whether an open proposal rests on memories (or a batch) that changed since it was made."""
+    if row["state"] != "open":
+        return False
+    if row["kind"] == "accept_batch":
+        state = await conn.fetchval(
+            "SELECT state FROM import_batches WHERE id = $1::uuid", str(row["change"].get("batch_id", ""))
+        )
+        if state != "open":
+            return True
+    return await fingerprint(conn, list(row["memory_ids"])) != row["fingerprint"]
+
+
+async def list_proposals(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    where: str,
+    values: list[Any],
+    limit: int,
+    before: tuple[datetime, str] | None,
+) -> list[asyncpg.Record]:
+    """Proposals matching `where` (built with Params, the workspace condition from the access
+    module), newest first, after the (created_at, id) cursor of the previous page."""
+    if before is not None:
+        values = [*values, before[0], uuid.UUID(before[1])]
+        n = len(values)
+        where = f"({where}) AND (created_at, id) < (${n - 1}, ${n})"
+    return await conn.fetch(
+        f"SELECT * FROM proposals WHERE {where} ORDER BY created_at DESC, id DESC LIMIT {int(limit)}", *values
     )

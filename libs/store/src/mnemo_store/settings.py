@@ -7,7 +7,13 @@ from pathlib import Path
 
 import platformdirs
 
-from mnemo_platform.settings import SettingsError, parse_positive_float, parse_positive_int, setting
+from mnemo_platform.settings import (
+    SettingsError,
+    parse_non_negative_float,
+    parse_positive_float,
+    parse_positive_int,
+    setting,
+)
 
 
 def default_data_dir() -> str:
@@ -43,6 +49,28 @@ class DatabaseSettings:
         "Seconds a starting service waits for PostgreSQL, and search and harvest for ingest to have migrated it.",
         parse_positive_float,
     )
+
+    statement_timeout_s: float = setting(
+        "MNEMO_DB_STATEMENT_TIMEOUT_S",
+        60.0,
+        "Longest a service's statement may run before PostgreSQL cancels it (0: no limit); migrations are exempt.",
+        parse_non_negative_float,
+    )
+    idle_in_transaction_timeout_s: float = setting(
+        "MNEMO_DB_IDLE_IN_TRANSACTION_TIMEOUT_S",
+        300.0,
+        "Longest a service's connection may sit idle inside a transaction before PostgreSQL ends it, "
+        "releasing its locks (0: no limit).",
+        parse_non_negative_float,
+    )
+
+    def session_limits(self) -> dict[str, str]:
+        """The timeouts every service connection starts with: a runaway statement or a transaction
+        left open by a stalled caller cannot hold locks and a connection for ever."""
+        return {
+            "statement_timeout": str(round(self.statement_timeout_s * 1000)),
+            "idle_in_transaction_session_timeout": str(round(self.idle_in_transaction_timeout_s * 1000)),
+        }
 
     @property
     def resolved_data_dir(self) -> Path:

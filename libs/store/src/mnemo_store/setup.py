@@ -79,7 +79,8 @@ async def prepare_database(
     embedding space, because it is the one that writes. Search and harvest only check, waiting up
     to `database.wait_s` for ingest to have done so, so no reader ever changes the schema under a writer.
     A service that passes no model (harvest) never touches vectors and skips that check.
-    `session` is the settings every pooled connection starts with (see `open_pool`).
+    `session` is the settings every pooled connection starts with (see `open_pool`), besides the
+    database settings' timeouts (`DatabaseSettings.session_limits`).
     """
     try:
         conn = await _connect(dsn, database.wait_s)
@@ -95,4 +96,4 @@ async def prepare_database(
             await _wait_for_schema(conn, embed_model, embed_dimension, database.wait_s)
     finally:
         await conn.close()
-    return await open_pool(dsn, database.pool_min, database.pool_max, session)
+    return await open_pool(dsn, database.pool_min, database.pool_max, {**database.session_limits(), **(session or {})})

@@ -134,3 +134,27 @@ def parse_memory_id(value: str) -> uuid.UUID:
     except (ValueError, AttributeError):
         shown = value[:60] + ("…" if len(value) > 60 else "")
         raise InvalidArgument(f"id {shown!r} is not a memory id (a uuid)") from None
+
+
+def proposal_message(row: Any, stale: bool = False) -> common_pb2.Proposal:
+    """A proposal row as the wire carries it; `stale` is computed by the caller (only an open one can be)."""
+    return common_pb2.Proposal(
+        id=str(row["id"]),
+        workspace_id=row["workspace_id"],
+        kind=enum_value(common_pb2.ProposalKind, row["kind"], "kind"),
+        memory_ids=[str(i) for i in row["memory_ids"]],
+        change=struct(row["change"]),
+        reason=row["reason"],
+        proposed_by=row["proposed_by"],
+        source=enum_value(common_pb2.ProposalSource, row["source"], "source"),
+        state=enum_value(common_pb2.ProposalState, row["state"], "state"),
+        created_at=timestamp(row["created_at"]),
+        decided_by=row["decided_by"] or "",
+        decided_at=timestamp(row["decided_at"]),
+        decision_reason=row["decision_reason"] or "",
+        applied=struct(row["applied"]),
+        reversed_by=row["reversed_by"] or "",
+        reversed_at=timestamp(row["reversed_at"]),
+        reverse_reason=row["reverse_reason"] or "",
+        stale=stale,
+    )

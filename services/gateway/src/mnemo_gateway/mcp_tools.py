@@ -26,6 +26,8 @@ from mnemo_gateway.schemas import (
     FeedbackInput,
     Kind,
     Mode,
+    ProposalKind,
+    ProposeInput,
     ReasonInput,
     SearchInput,
     SupersedeInput,
@@ -45,10 +47,11 @@ Read its briefing (memory_context) at the start of a session. Search it (memory_
 the start of a task and before decisions that past work may have settled; write to it
 (memory_write) when you learn something a future session would want: a decision and why, a
 convention, a pitfall, a fix that worked. When a remembered belief changes, supersede it
-(memory_supersede); when it was wrong, retract it (memory_retract). Each result carries a
-label saying its status, who wrote it and when: trust confirmed notes over harvested transcripts.
-After relying on a result, say whether it helped (memory_feedback): useful, not-useful, outdated
-or harmful."""
+(memory_supersede); when it was wrong, retract it (memory_retract). For what a human should
+decide (confirming a note, merging duplicates, changing another's belief), propose it
+(memory_propose). Each result carries a label saying its status, who wrote it and when: trust
+confirmed notes over harvested transcripts. After relying on a result, say whether it helped
+(memory_feedback): useful, not-useful, outdated or harmful."""
 
 Workspace = Annotated[str | None, Field(description=WORKSPACE_DOC)]
 
@@ -328,6 +331,37 @@ def build_mcp(operations: Operations) -> MCPServer:
         return await _run(
             ctx,
             lambda: operations.delete(id, ReasonInput(reason=reason, workspace=workspace), _url_workspace(ctx)),
+        )
+
+    @server.tool()
+    async def memory_propose(
+        ctx: Context,
+        kind: Annotated[ProposalKind, Field(description=describe(ProposeInput, "kind"))],
+        memory_ids: Annotated[list[str], Field(description=describe(ProposeInput, "memory_ids"))],
+        reason: Annotated[str, Field(description="Why; required. A reviewer reads it before deciding.")],
+        change: Annotated[dict[str, Any] | None, Field(description=describe(ProposeInput, "change"))] = None,
+        dedupe_key: Annotated[str, Field(description=describe(ProposeInput, "dedupe_key"))] = "",
+        workspace: Workspace = None,
+    ) -> dict[str, Any]:
+        """Ask a human reviewer to make a change you should not make alone: confirm a memory you
+        have verified, merge near-duplicates (the one to keep first), supersede an old memory by an
+        existing newer one, retract one you believe wrong but are not sure of, promote one to
+        global, restore a deleted one. Nothing changes until a reviewer accepts; you cannot decide.
+        Fix your own fresh notes directly (memory_update, memory_supersede, memory_retract)."""
+        return await _run(
+            ctx,
+            lambda: operations.propose(
+                ProposeInput(
+                    kind=kind,
+                    memory_ids=memory_ids,
+                    reason=reason,
+                    change=change or {},
+                    dedupe_key=dedupe_key,
+                    workspace=workspace,
+                ),
+                _url_workspace(ctx),
+                source="agent",
+            ),
         )
 
     @server.tool()

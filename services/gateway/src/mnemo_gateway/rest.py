@@ -29,6 +29,10 @@ from mnemo_gateway.schemas import (
     ImportDecisionInput,
     ImportStartInput,
     Kind,
+    ProposalDecisionInput,
+    ProposalKind,
+    ProposalState,
+    ProposeInput,
     PurgeInput,
     ReasonInput,
     RescanInput,
@@ -110,6 +114,51 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/imports/{batch_id}/rollback", summary="Roll back an import batch: erase its memories (reviewer)")
     async def rollback_import(batch_id: str, body: ImportDecisionInput) -> dict[str, Any]:
         return await operations.rollback_import(batch_id, body)
+
+    @router.get("/proposals", summary="The review queue: proposals, newest first (reviewer)")
+    async def list_proposals(
+        workspace: Annotated[
+            str | None, Query(description="One workspace; every workspace the token reaches when omitted.")
+        ] = None,
+        state: Annotated[ProposalState | None, Query(description="Only this state (open for the queue).")] = None,
+        kind: Annotated[ProposalKind | None, Query(description="Only this kind.")] = None,
+        memory_id: Annotated[str, Query(description="Only proposals touching this memory.")] = "",
+        limit: Annotated[
+            int, Query(ge=0, le=2**31 - 1, description="Proposals per page (default 50, at most 500).")
+        ] = 0,
+        page_token: Annotated[str, Query(description="next_page_token of the previous page.")] = "",
+    ) -> dict[str, Any]:
+        return await operations.list_proposals(workspace, state or "", kind or "", memory_id, limit, page_token)
+
+    @router.get(
+        "/proposals/{proposal_id}", summary="One proposal (stale computed now) and its memories as they are now"
+    )
+    async def get_proposal(
+        proposal_id: str,
+        workspace: Annotated[
+            str | None, Query(description="The proposal's workspace; any the token reaches when omitted.")
+        ] = None,
+    ) -> dict[str, Any]:
+        return await operations.get_proposal(proposal_id, workspace)
+
+    @router.post("/proposals", status_code=201, summary="Propose a change for a reviewer to decide")
+    async def propose(body: ProposeInput) -> Any:
+        result = await operations.propose(body, None, source="human")
+        return JSONResponse(result, status_code=201 if result["created"] else 200)
+
+    @router.post("/proposals/{proposal_id}/accept", summary="Accept a proposal: apply its change atomically (reviewer)")
+    async def accept_proposal(proposal_id: str, body: ProposalDecisionInput) -> dict[str, Any]:
+        return await operations.accept_proposal(proposal_id, body)
+
+    @router.post("/proposals/{proposal_id}/reject", summary="Reject a proposal, with a reason (reviewer)")
+    async def reject_proposal(proposal_id: str, body: ProposalDecisionInput) -> dict[str, Any]:
+        return await operations.reject_proposal(proposal_id, body)
+
+    @router.post(
+        "/proposals/{proposal_id}/reverse", summary="Reverse an applied proposal, as new audited events (reviewer)"
+    )
+    async def reverse_proposal(proposal_id: str, body: ProposalDecisionInput) -> dict[str, Any]:
+        return await operations.reverse_proposal(proposal_id, body)
 
     @router.get("/memories", summary="List memories, most recently updated first")
     async def list_memories(

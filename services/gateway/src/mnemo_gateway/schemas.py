@@ -26,6 +26,8 @@ WRITER_PROVENANCES = tuple(
     enum_label(common_pb2.Provenance, v) for v in (common_pb2.PROVENANCE_AGENT, common_pb2.PROVENANCE_HUMAN)
 )
 REASONS = tuple(reason_name(value) for value in reasons_pb.ErrorReason.values())
+PROPOSAL_KINDS = tuple(enum_labels(common_pb2.ProposalKind))
+PROPOSAL_STATES = tuple(enum_labels(common_pb2.ProposalState))
 DEFAULT_KIND = enum_label(common_pb2.MemoryKind, common_pb2.MEMORY_KIND_NOTE)
 DEFAULT_MODE = enum_label(search_pb.SearchMode, search_pb.SEARCH_MODE_HYBRID)
 
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     Vote = str
     WriterProvenance = str
     Reason = str
+    ProposalKind = str
+    ProposalState = str
 else:
     Kind = Literal[KINDS]
     Mode = Literal[MODES]
@@ -48,6 +52,8 @@ else:
     Vote = Literal[VOTES]
     WriterProvenance = Literal[WRITER_PROVENANCES]
     Reason = Literal[REASONS]
+    ProposalKind = Literal[PROPOSAL_KINDS]
+    ProposalState = Literal[PROPOSAL_STATES]
 WorkspaceRef = str | None
 
 
@@ -175,6 +181,37 @@ class ImportStartInput(_Body):
 class ImportDecisionInput(_Body):
     reason: str = Field("", description="Why (optional); kept in the audit log.")
     workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+PROPOSAL_CHANGE_DOC = (
+    "The kind's further fields (docs/review.md): supersede takes successor_id (or name [old, successor] in "
+    "memory_ids); merge may take merged_text (and merged_title) to write one merged memory instead of keeping "
+    "the first; accept_batch takes batch_id. The other kinds take none."
+)
+PROPOSAL_MEMORIES_DOC = (
+    "The memories the change touches: one for confirm, retract, promote and restore; [old, successor] for "
+    "supersede; 2 or more for merge, the one to keep first; none for accept_batch."
+)
+
+
+class ProposeInput(_Body):
+    kind: ProposalKind = Field(..., description=f"What accepting would do: {one_of(PROPOSAL_KINDS)}.")
+    memory_ids: list[str] = Field(default_factory=list, max_length=50, description=PROPOSAL_MEMORIES_DOC)
+    reason: str = Field(..., description="Why; required. The reviewer reads it before deciding.")
+    change: Metadata = Field(default_factory=dict, description=PROPOSAL_CHANGE_DOC)
+    dedupe_key: str = Field(
+        "", max_length=200, description="Makes a repeat answer the first proposal instead of opening a second."
+    )
+    workspace: WorkspaceRef = Field(None, description=WORKSPACE_DOC)
+
+
+class ProposalDecisionInput(_Body):
+    reason: str = Field(
+        "", description="Why; required to reject or reverse, optional to accept. Kept in the audit log."
+    )
+    workspace: WorkspaceRef = Field(
+        None, description="The proposal's workspace; when omitted, any workspace the token reaches."
+    )
 
 
 class UpdateInput(_Body):

@@ -18,7 +18,7 @@ from mnemo_harvest.servicer import HarvestServicer
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
 from mnemo_harvest.summarize import Summarizer
 from mnemo_platform import GrpcApp, Registration, open_channel
-from mnemo_store import prepare_database
+from mnemo_store import prepare_database, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings
 
@@ -104,6 +104,9 @@ class HarvestApp(GrpcApp):
                 # ingest or search down, say: try again next tick rather than stop harvesting.
                 log.exception("harvest_tick_failed")
             await asyncio.sleep(self.settings.interval_s)
+
+    async def unready_reason(self) -> str | None:
+        return await unready_reason(self.pool)
 
     async def close(self) -> None:
         if self._poller is not None:

@@ -16,7 +16,7 @@ from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform import GrpcApp, Registration
 from mnemo_redact import warm_up
-from mnemo_store import prepare_database
+from mnemo_store import prepare_database, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings
 
@@ -78,6 +78,9 @@ class IngestApp(GrpcApp):
         await self.workers.start()
         assert self.poster is not None
         await self.poster.start()
+
+    async def unready_reason(self) -> str | None:
+        return await unready_reason(self.pool)
 
     async def close(self) -> None:
         if self._warming is not None:

@@ -17,7 +17,9 @@ from mnemo_store import (
     GLOBAL_WORKSPACE,
     VISIBLE_STATUSES,
     AuditEvent,
+    WorkspaceRow,
     append_audit_event,
+    proposals,
     resolve_for_write,
     tombstones,
 )
@@ -79,130 +81,168 @@ class Corrections:
         """Copies a memory into global (the copy is `new`) and supersedes the original (`old`)."""
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            if ws.id == GLOBAL_WORKSPACE:
-                raise FailedPrecondition(
-                    f"memory {old_id} is already in global", reasons_pb.ERROR_REASON_ALREADY_EXISTS
-                )
-            shared = await resolve_for_write(conn, GLOBAL_WORKSPACE)
-            old = await self.steps.locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="promote")
-            if old["suspicious"] and old["status"] != "confirmed":
-                raise FailedPrecondition(
-                    f"memory {old_id} is flagged suspicious ({', '.join(old['suspicious'])}): it tries to instruct "
-                    "the model. A reviewer must confirm it before it can be promoted to global"
-                )
-            draft = Draft(
-                kind=old["kind"],
-                title=old["title"],
-                content=await db.version_content(conn, old_id, old["version"]),
-                content_hash=old["content_hash"],
-                tags=list(old["tags"]),
-                # The original's id, never its workspace: every token reads global, and the name of a
-                # workspace is not theirs to learn. The original's own audit chain links the copy.
-                metadata={**old["metadata"], "promoted_from": str(old_id)},
-                source_uri=None,
-                idempotency_key=None,
-                provenance=old["provenance"],
-                valid_from=old["valid_from"],
-            )
-            chunks = await self.steps.chunks(draft.title, draft.content)
-            new_id = (await self.steps.insert(conn, shared, draft, chunks))[0].id
-            await append_audit_event(
-                conn,
-                AuditEvent(
-                    shared.id,
-                    "promote",
-                    str(new_id),
-                    1,
-                    None,
-                    draft.content_hash,
-                    {"from_memory": str(old_id), "reason": reason},
-                ),
-            )
-            # The belief still holds (its valid time stays open): it has moved, not ended.
-            await self.steps.supersede(conn, old, new_id, draft.content_hash, f"promoted to global: {reason}")
-            log.info("memory_promoted", memory_id=str(old_id), promoted=str(new_id), workspace=ws.id)
+            new_id = await self.promote_in(conn, ws, old_id, reason)
             return Pair(await db.fetch_memory(conn, old_id), await db.fetch_memory(conn, new_id))
+
+    async def promote_in(self, conn: asyncpg.Connection, ws: WorkspaceRow, old_id: uuid.UUID, reason: str) -> uuid.UUID:
+        """Promotes inside the caller's transaction; returns the global copy's id."""
+        if ws.id == GLOBAL_WORKSPACE:
+            raise FailedPrecondition(f"memory {old_id} is already in global", reasons_pb.ERROR_REASON_ALREADY_EXISTS)
+        shared = await resolve_for_write(conn, GLOBAL_WORKSPACE)
+        old = await self.steps.locate(conn, ws, old_id, statuses=VISIBLE_STATUSES, verb="promote")
+        if old["suspicious"] and old["status"] != "confirmed":
+            raise FailedPrecondition(
+                f"memory {old_id} is flagged suspicious ({', '.join(old['suspicious'])}): it tries to instruct "
+                "the model. A reviewer must confirm it before it can be promoted to global"
+            )
+        draft = Draft(
+            kind=old["kind"],
+            title=old["title"],
+            content=await db.version_content(conn, old_id, old["version"]),
+            content_hash=old["content_hash"],
+            tags=list(old["tags"]),
+            # The original's id, never its workspace: every token reads global, and the name of a
+            # workspace is not theirs to learn. The original's own audit chain links the copy.
+            metadata={**old["metadata"], "promoted_from": str(old_id)},
+            source_uri=None,
+            idempotency_key=None,
+            provenance=old["provenance"],
+            valid_from=old["valid_from"],
+        )
+        chunks = await self.steps.chunks(draft.title, draft.content)
+        new_id = (await self.steps.insert(conn, shared, draft, chunks))[0].id
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                shared.id,
+                "promote",
+                str(new_id),
+                1,
+                None,
+                draft.content_hash,
+                {"from_memory": str(old_id), "reason": reason},
+            ),
+        )
+        # The belief still holds (its valid time stays open): it has moved, not ended.
+        await self.steps.supersede(conn, old, new_id, draft.content_hash, f"promoted to global: {reason}")
+        log.info("memory_promoted", memory_id=str(old_id), promoted=str(new_id), workspace=ws.id)
+        return new_id
 
     async def retract(self, ref: str, memory_id: uuid.UUID, reason: str) -> asyncpg.Record:
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            row = await self.steps.locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="retract")
-            await self.steps.set_status(conn, row, "retracted", reason=reason)
-            await append_audit_event(
-                conn,
-                AuditEvent(
-                    ws.id,
-                    "retract",
-                    str(memory_id),
-                    row["version"],
-                    row["content_hash"],
-                    row["content_hash"],
-                    {"reason": reason},
-                ),
-            )
+            await self.retract_in(conn, ws, memory_id, reason)
             return await db.fetch_memory(conn, memory_id)
 
+    async def retract_in(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, memory_id: uuid.UUID, reason: str
+    ) -> asyncpg.Record:
+        """Retracts inside the caller's transaction; returns the memory as it was before."""
+        row = await self.steps.locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="retract")
+        await self.steps.set_status(conn, row, "retracted", reason=reason)
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                ws.id,
+                "retract",
+                str(memory_id),
+                row["version"],
+                row["content_hash"],
+                row["content_hash"],
+                {"reason": reason},
+            ),
+        )
+        return row
+
     async def confirm(self, ref: str, memory_id: uuid.UUID, reason: str | None) -> tuple[asyncpg.Record, bool]:
-        """Confirms a memory; returns it and whether anything changed (confirming twice is a no-op)."""
+        """Confirms a memory; returns it and whether anything changed (confirming twice is a no-op).
+        The open proposals to confirm it are settled: the work they wait for is done."""
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            row = await self.steps.locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="confirm")
-            if row["status"] == "confirmed":
-                return await db.fetch_memory(conn, memory_id), False
-            await self.steps.set_status(conn, row, "confirmed", reason=reason)
-            await append_audit_event(
+            before = await self.confirm_in(conn, ws, memory_id, reason)
+            after = await db.fetch_memory(conn, memory_id)
+            await proposals.settle_open(
                 conn,
-                AuditEvent(
-                    ws.id,
-                    "confirm",
-                    str(memory_id),
-                    row["version"],
-                    row["content_hash"],
-                    row["content_hash"],
-                    {"reason": reason, "from": row["status"]},
-                ),
+                ws.id,
+                "confirm",
+                [memory_id],
+                current_call().principal,
+                "confirmed directly (ConfirmMemory)",
+                proposals.applied_record({memory_id: before}, {memory_id: after}),
             )
-            return await db.fetch_memory(conn, memory_id), True
+            return after, before["status"] != "confirmed"
+
+    async def confirm_in(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, memory_id: uuid.UUID, reason: str | None
+    ) -> asyncpg.Record:
+        """Confirms inside the caller's transaction; returns the memory as it was before (a memory
+        already confirmed is left as it is)."""
+        row = await self.steps.locate(conn, ws, memory_id, statuses=VISIBLE_STATUSES, verb="confirm")
+        if row["status"] == "confirmed":
+            return row
+        await self.steps.set_status(conn, row, "confirmed", reason=reason)
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                ws.id,
+                "confirm",
+                str(memory_id),
+                row["version"],
+                row["content_hash"],
+                row["content_hash"],
+                {"reason": reason, "from": row["status"]},
+            ),
+        )
+        return row
 
     async def delete(self, ref: str, memory_id: uuid.UUID, reason: str) -> asyncpg.Record:
         """Takes the memory off every read path and leaves a tombstone on its source; returns the tombstone."""
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            row = await self.steps.locate(conn, ws, memory_id, verb="delete", deleted=True)
-            tombstone = await self._tombstone(conn, row, reason)
-            await append_audit_event(
-                conn,
-                AuditEvent(
-                    ws.id, "delete", str(memory_id), row["version"], row["content_hash"], None, {"reason": reason}
-                ),
-            )
-            log.info("memory_deleted", memory_id=str(memory_id), workspace=ws.id)
-            return tombstone
+            return await self.delete_in(conn, ws, memory_id, reason)
+
+    async def delete_in(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, memory_id: uuid.UUID, reason: str
+    ) -> asyncpg.Record:
+        """Deletes inside the caller's transaction; returns the tombstone."""
+        row = await self.steps.locate(conn, ws, memory_id, verb="delete", deleted=True)
+        tombstone = await self._tombstone(conn, row, reason)
+        await append_audit_event(
+            conn,
+            AuditEvent(ws.id, "delete", str(memory_id), row["version"], row["content_hash"], None, {"reason": reason}),
+        )
+        log.info("memory_deleted", memory_id=str(memory_id), workspace=ws.id)
+        return tombstone
 
     async def restore(self, ref: str, memory_id: uuid.UUID) -> asyncpg.Record:
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            row = await self.steps.locate(conn, ws, memory_id, deleted=True)
-            if row["deleted_at"] is None:
-                raise FailedPrecondition(f"memory {memory_id} is not deleted; there is nothing to restore")
-            tombstone = await tombstones.lift_tombstone(conn, memory_id)
-            if tombstone is None:
-                raise FailedPrecondition(f"memory {memory_id} has no standing tombstone to restore from")
-            await db.mark_deleted(conn, memory_id, deleted=False)
-            await append_audit_event(
-                conn,
-                AuditEvent(
-                    ws.id,
-                    "restore",
-                    str(memory_id),
-                    row["version"],
-                    None,
-                    row["content_hash"],
-                    {"status": tombstone["snapshot"]["status"]},
-                ),
-            )
-            log.info("memory_restored", memory_id=str(memory_id), workspace=ws.id)
+            await self.restore_in(conn, ws, memory_id)
             return await db.fetch_memory(conn, memory_id)
+
+    async def restore_in(self, conn: asyncpg.Connection, ws: WorkspaceRow, memory_id: uuid.UUID) -> asyncpg.Record:
+        """Restores inside the caller's transaction; returns the memory as it was before (deleted)."""
+        row = await self.steps.locate(conn, ws, memory_id, deleted=True)
+        if row["deleted_at"] is None:
+            raise FailedPrecondition(f"memory {memory_id} is not deleted; there is nothing to restore")
+        tombstone = await tombstones.lift_tombstone(conn, memory_id)
+        if tombstone is None:
+            raise FailedPrecondition(f"memory {memory_id} has no standing tombstone to restore from")
+        await db.mark_deleted(conn, memory_id, deleted=False)
+        await append_audit_event(
+            conn,
+            AuditEvent(
+                ws.id,
+                "restore",
+                str(memory_id),
+                row["version"],
+                None,
+                row["content_hash"],
+                {"status": tombstone["snapshot"]["status"]},
+            ),
+        )
+        log.info("memory_restored", memory_id=str(memory_id), workspace=ws.id)
+        return row
 
     async def purge(self, ref: str, memory_id: uuid.UUID, reason: str | None, force: bool) -> asyncpg.Record:
         """Erases the content and every version for good, keeping only the tombstone's key; returns it."""

@@ -12,7 +12,7 @@ from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_short
 from mnemo_platform import FailedPrecondition, InvalidArgument, NotFound, current_call
-from mnemo_store import AuditEvent, WorkspaceRow, append_audit_event, resolve_for_write, tombstones
+from mnemo_store import AuditEvent, WorkspaceRow, append_audit_event, proposals, resolve_for_write, tombstones
 from mnemo_store import imports as batches_db
 from mnemo_store import memories as db
 
@@ -29,6 +29,8 @@ class Decided:
     batch: asyncpg.Record
     changed: int
     held: int = 0
+    previous_state: str = "open"
+    """previous_state is the batch's state before the call (what a reversed accept puts back)."""
 
 
 def parse_batch_id(value: str) -> uuid.UUID:
@@ -66,6 +68,21 @@ def _not_found(batch_id: uuid.UUID, ws: WorkspaceRow) -> NotFound:
     )
 
 
+def batch_proposal(batch: asyncpg.Record) -> proposals.NewProposal:
+    """The proposal a staged import batch opens: accept it as a whole."""
+    origin = f" ({batch['origin']})" if batch["origin"] else ""
+    return proposals.NewProposal(
+        workspace_id=batch["workspace_id"],
+        kind="accept_batch",
+        memory_ids=[],
+        reason=f"staged import from {batch['source']}{origin}: accept to make its memories active",
+        proposed_by="system:import",
+        source="import",
+        change={"batch_id": str(batch["id"])},
+        dedupe_key=f"accept_batch:{batch['id']}",
+    )
+
+
 class ImportBatches:
     """Opening, accepting and rolling back import batches, each change audited per memory."""
 
@@ -89,6 +106,8 @@ class ImportBatches:
                     details={"batch": str(row["id"]), "source": source_name, "origin": origin_name, "staged": staged},
                 ),
             )
+            if staged:
+                await proposals.open_proposal(conn, batch_proposal(row))
         log.info("import_batch_started", batch=str(row["id"]), workspace=ws.id, source=source_name, staged=staged)
         return row
 
@@ -104,36 +123,61 @@ class ImportBatches:
     async def accept(self, ref: str, batch_id: uuid.UUID, reason: str | None) -> Decided:
         """Every candidate of the batch becomes active, except those flagged suspicious, which stay
         candidates: accepting a batch vouches for where it came from, not for text that tries to
-        instruct the model (a reviewer confirms those one by one)."""
+        instruct the model (a reviewer confirms those one by one). The batch's open accept_batch
+        proposal is settled: the work it waits for is done."""
         async with self.pool.acquire() as conn, conn.transaction():
             ws = await resolve_for_write(conn, ref)
-            batch = await self._locate(conn, ws, batch_id)
-            if batch["state"] == "rolled_back":
-                raise FailedPrecondition(
-                    f"import batch {batch_id} was rolled back; nothing of it is left to accept",
-                    reasons_pb.ERROR_REASON_STATUS_FORBIDS,
-                )
-            rows = await batches_db.batch_candidates(conn, batch_id)
-            accepted = [r for r in rows if not r["suspicious"]]
-            why = reason or f"import batch {batch_id} accepted"
-            for row in accepted:
-                await self.steps.set_status(conn, row, "active", reason=why)
-                await append_audit_event(
-                    conn,
-                    AuditEvent(
-                        ws.id,
-                        "import_accept",
-                        str(row["id"]),
-                        row["version"],
-                        row["content_hash"],
-                        row["content_hash"],
-                        {"batch": str(batch_id), "from": "candidate", "to": "active", "reason": reason},
-                    ),
-                )
-            if batch["state"] == "open":
-                batch = await self._decide(conn, batch_id, "accepted")
+            decided, before = await self.accept_in(conn, ws, batch_id, reason)
+            after = await db.fetch_memories(conn, [r["id"] for r in before])
+            await proposals.settle_open(
+                conn,
+                ws.id,
+                "accept_batch",
+                [],
+                current_call().principal,
+                "accepted directly (AcceptImportBatch)",
+                proposals.applied_record(
+                    {r["id"]: r for r in before},
+                    after,
+                    batch={"id": str(batch_id), "state_before": decided.previous_state},
+                ),
+                batch_id=batch_id,
+            )
+        return decided
+
+    async def accept_in(
+        self, conn: asyncpg.Connection, ws: WorkspaceRow, batch_id: uuid.UUID, reason: str | None
+    ) -> tuple[Decided, list[asyncpg.Record]]:
+        """Accepts inside the caller's transaction; returns the decision and the memories it made
+        active, as they were before."""
+        batch = await self._locate(conn, ws, batch_id)
+        if batch["state"] == "rolled_back":
+            raise FailedPrecondition(
+                f"import batch {batch_id} was rolled back; nothing of it is left to accept",
+                reasons_pb.ERROR_REASON_STATUS_FORBIDS,
+            )
+        rows = await batches_db.batch_candidates(conn, batch_id)
+        accepted = [r for r in rows if not r["suspicious"]]
+        why = reason or f"import batch {batch_id} accepted"
+        for row in accepted:
+            await self.steps.set_status(conn, row, "active", reason=why)
+            await append_audit_event(
+                conn,
+                AuditEvent(
+                    ws.id,
+                    "import_accept",
+                    str(row["id"]),
+                    row["version"],
+                    row["content_hash"],
+                    row["content_hash"],
+                    {"batch": str(batch_id), "from": "candidate", "to": "active", "reason": reason},
+                ),
+            )
+        previous_state = batch["state"]
+        if batch["state"] == "open":
+            batch = await self._decide(conn, batch_id, "accepted")
         log.info("import_batch_accepted", batch=str(batch_id), accepted=len(accepted), held=len(rows) - len(accepted))
-        return Decided(batch, len(accepted), len(rows) - len(accepted))
+        return Decided(batch, len(accepted), len(rows) - len(accepted), previous_state), accepted
 
     async def rollback(self, ref: str, batch_id: uuid.UUID, reason: str | None) -> Decided:
         """Erases every memory of the batch: content, versions and chunks, so no read or search finds
@@ -161,5 +205,16 @@ class ImportBatches:
                 )
             if batch["state"] != "rolled_back":
                 batch = await self._decide(conn, batch_id, "rolled_back")
+            await proposals.settle_open(
+                conn,
+                ws.id,
+                "accept_batch",
+                [],
+                current_call().principal,
+                "rolled back directly (RollbackImportBatch)",
+                None,
+                batch_id=batch_id,
+                state="rejected",
+            )
         log.info("import_batch_rolled_back", batch=str(batch_id), removed=len(rows))
         return Decided(batch, len(rows))

@@ -16,13 +16,14 @@ from typing import Any, Literal
 import asyncpg
 import structlog
 
+import mnemo_store.transfer as transfer
+import mnemo_wire.export_format as fmt
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_ingest.steps import Steps
 from mnemo_platform import AlreadyExists, FailedPrecondition, InvalidArgument, MnemoError, NotFound
 from mnemo_platform.errors import INVALID_INPUT_ERRORS, invalid_input
-from mnemo_store import AuditEvent, append_audit_event, transfer
+from mnemo_store import AuditEvent, append_audit_event
 from mnemo_store import memories as db
-from mnemo_wire import export_format as fmt
 
 log = structlog.get_logger("mnemo.ingest")
 

@@ -18,6 +18,7 @@ from mnemo_ingest.feedback import Feedback, check_note
 from mnemo_ingest.imports import Decided, ImportBatches, parse_batch_id
 from mnemo_ingest.rescan import Rescan, RescanSummary
 from mnemo_ingest.restore import MAX_RECORDS, Restored, Restores, check_header
+from mnemo_ingest.review import Decision, Review, check_proposal, parse_proposal_id
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
@@ -28,6 +29,7 @@ from mnemo_wire import (
     TrustSettings,
     memory_message,
     parse_memory_id,
+    proposal_message,
     timestamp,
     token_message,
     tombstone_message,
@@ -56,6 +58,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.rescan = Rescan(pool, steps)
         self.restores = Restores(pool, steps)
         self.feedback = Feedback(pool)
+        self.review = Review(pool, steps, self.corrections, self.imports, self.max_content_bytes)
 
     def _memory(self, row: asyncpg.Record) -> Any:
         return memory_message(row, with_content=True, trust=self.trust)
@@ -253,6 +256,34 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         reason = check_reason(request.reason, required=False)
         decided = await self.imports.rollback(request.workspace, batch_id, reason)
         return pb.RollbackImportBatchResponse(batch=await self._batch(decided.batch), removed=decided.changed)
+
+    async def ProposeChange(self, request: pb.ProposeChangeRequest, context: Any) -> pb.ProposeChangeResponse:
+        asked = check_proposal(request, self.max_content_bytes)
+        row, created = await self.review.propose(request.workspace, asked)
+        return pb.ProposeChangeResponse(proposal=proposal_message(row), created=created)
+
+    def _decided(self, decision: Decision) -> tuple[Any, list[Any]]:
+        return proposal_message(decision.proposal), [self._memory(m) for m in decision.memories]
+
+    async def AcceptProposal(self, request: pb.AcceptProposalRequest, context: Any) -> pb.AcceptProposalResponse:
+        proposal_id = parse_proposal_id(request.id)
+        reason = check_reason(request.reason, required=False)
+        proposal, memories = self._decided(await self.review.accept(request.workspace, proposal_id, reason))
+        return pb.AcceptProposalResponse(proposal=proposal, memories=memories)
+
+    async def RejectProposal(self, request: pb.RejectProposalRequest, context: Any) -> pb.RejectProposalResponse:
+        proposal_id = parse_proposal_id(request.id)
+        reason = check_reason(request.reason, required=True)
+        assert reason is not None
+        row = await self.review.reject(request.workspace, proposal_id, reason)
+        return pb.RejectProposalResponse(proposal=proposal_message(row))
+
+    async def ReverseProposal(self, request: pb.ReverseProposalRequest, context: Any) -> pb.ReverseProposalResponse:
+        proposal_id = parse_proposal_id(request.id)
+        reason = check_reason(request.reason, required=True)
+        assert reason is not None
+        proposal, memories = self._decided(await self.review.reverse(request.workspace, proposal_id, reason))
+        return pb.ReverseProposalResponse(proposal=proposal, memories=memories)
 
     async def CreateToken(self, request: pb.CreateTokenRequest, context: Any) -> pb.CreateTokenResponse:
         row, secret = await self.admin.create_token(

@@ -64,6 +64,8 @@ class EmbeddingWorkers:
         # While the embedder is unavailable: since when, and the wait before the next try.
         self._outage_since: float | None = None
         self._outage_delay = 0.0
+        # Leased chunks whose release failed (the database was what broke): released at the next drain.
+        self._owed: set[int] = set()
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._listen(), name="embed-listen"))
@@ -135,6 +137,7 @@ class EmbeddingWorkers:
         was due). The model never waits for the database: while it runs on one batch, the next is
         claimed and the one before stored, and it starts on the next as soon as it is done."""
         taken = 0
+        await self._settle_owed()
         batch = await self._claim()
         embedding = asyncio.create_task(self._embed(batch)) if batch else None
         while embedding is not None:
@@ -168,8 +171,19 @@ class EmbeddingWorkers:
         return await embed_queue.claim(self.pool, self.batch_size, LEASE_S)
 
     async def _release(self, rows: list[asyncpg.Record]) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.shield(embed_queue.release(self.pool, [r["id"] for r in rows]))
+        """Hands leased chunks back; if the database cannot take them now (it is what failed), they
+        are owed, and handed back at the next drain, not left leased for LEASE_S."""
+        ids = [r["id"] for r in rows]
+        try:
+            await asyncio.shield(embed_queue.release(self.pool, ids))
+        except Exception:
+            self._owed.update(ids)
+
+    async def _settle_owed(self) -> None:
+        if self._owed:
+            owed = list(self._owed)
+            await embed_queue.release(self.pool, owed)
+            self._owed.difference_update(owed)
 
     async def _embed(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, Any]]:
         """The batch's vectors, outside any transaction; failures are recorded, the rest returned.

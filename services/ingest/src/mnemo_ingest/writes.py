@@ -24,6 +24,7 @@ from mnemo_store import (
     WorkspaceRow,
     append_audit_event,
     append_audit_events,
+    proposals,
     resolve_for_write,
     tombstones,
 )
@@ -148,6 +149,8 @@ class Writes:
                 results[i] = await self._alone(conn, *placed[i])
             # The insert took the chains' locks.
             await append_audit_events(conn, [_write_event(new, placed[i][1]) for i, new in fresh.items()], locked=True)
+            for i, new in fresh.items():
+                await _propose_review(conn, new.id, new.workspace_id, placed[i][1])
             rows |= await db.fetch_memories(conn, list(replayed.values()))
             for i, new in fresh.items():
                 results[i] = Written(rows[new.id], "created")
@@ -222,6 +225,7 @@ class Writes:
         new, row = await self.steps.insert(conn, ws, draft, chunks)
         await self._record_derivation(conn, ws, draft, new.id)
         await append_audit_event(conn, _write_event(new, draft))
+        await _propose_review(conn, new.id, ws.id, draft)
         _log_written([new])
         return Written(row, "created")
 
@@ -303,6 +307,40 @@ def _log_written(news: list[db.NewMemory]) -> None:
     elif news:
         workspaces = sorted({n.workspace_id for n in news})
         log.info("memories_written", count=len(news), workspaces=workspaces, chunks=sum(len(n.chunks) for n in news))
+
+
+def candidate_proposal(memory_id: uuid.UUID, workspace_id: str, draft: Draft) -> proposals.NewProposal | None:
+    """The proposal a new candidate memory opens, if any: flagged text (screening) and a harvested
+    DECISION:/LESSON: line (harvest). A staged import's candidates wait for their batch's proposal."""
+    if draft.status != "candidate":
+        return None
+    if draft.suspicious:
+        source, reason = (
+            "screening",
+            f"flagged by the poisoning screen ({', '.join(draft.suspicious)}): text that tries to instruct the "
+            "model waits for a reviewer to confirm it",
+        )
+    elif draft.provenance == "extracted" and draft.import_batch is None:
+        source, reason = "harvest", "a DECISION:/LESSON: line harvested from a session; confirm it to trust it"
+    else:
+        return None
+    return proposals.NewProposal(
+        workspace_id=workspace_id,
+        kind="confirm",
+        memory_ids=[memory_id],
+        reason=reason,
+        proposed_by=f"system:{source}",
+        source=source,
+        dedupe_key=f"confirm:{memory_id}",
+    )
+
+
+async def _propose_review(conn: asyncpg.Connection, memory_id: uuid.UUID, workspace_id: str, draft: Draft) -> None:
+    """A new candidate that waits for a reviewer (flagged text, a harvested line) opens its
+    proposal in the write's own transaction: no candidate is written without its place in the queue."""
+    proposal = candidate_proposal(memory_id, workspace_id, draft)
+    if proposal is not None:
+        await proposals.open_proposal(conn, proposal)
 
 
 def _write_event(new: db.NewMemory, draft: Draft) -> AuditEvent:

@@ -11,7 +11,7 @@ from mnemo_platform import GrpcApp, Registration
 from mnemo_search.engine import LEXICAL_SESSION, session_settings
 from mnemo_search.servicer import SearchServicer
 from mnemo_search.settings import SearchSettings
-from mnemo_store import open_pool, prepare_database
+from mnemo_store import open_pool, prepare_database, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import TrustSettings
 
@@ -52,12 +52,17 @@ class SearchApp(GrpcApp):
             session=session_settings(self.settings),
         )
         # The lexical leg's statements reuse their plans (engine.LEXICAL_SESSION); the rest plan per call.
-        self.lexical_pool = await open_pool(self.dsn, 1, self.database.pool_max, LEXICAL_SESSION)
+        self.lexical_pool = await open_pool(
+            self.dsn, 1, self.database.pool_max, {**self.database.session_limits(), **LEXICAL_SESSION}
+        )
         servicer = SearchServicer(self.pool, self.embedder, self.settings, self.trust, self.lexical_pool)
         return [Registration(search_service_pb2_grpc.add_SearchServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:
         self.embedder.start()
+
+    async def unready_reason(self) -> str | None:
+        return await unready_reason(self.pool)
 
     async def close(self) -> None:
         for pool in (self.lexical_pool, self.pool):

