@@ -10,16 +10,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from mnemo.common.v1 import common_pb2
-from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
-from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo_embed import HashEmbedder
-from mnemo_platform import CallContext
 from mnemo_server.stack import Stack
 from tests.e2e.ui import UiClient, csrf_of, launch_chromium
 from tests.helpers import Postgres, start_stack
@@ -388,21 +383,11 @@ async def _candidate(site: Site, text: str) -> str:
 
 
 async def _propose(site: Site, memory_id: str, reason: str) -> str:
-    """A confirm proposal on the memory, opened by A's agent (agents propose; they never decide)."""
-    ctx = CallContext("agent-a", uuid.uuid4().hex, "agent", (site.a,), "")
-    assert site.stack.ingest is not None
-    async with grpc.aio.insecure_channel(site.stack.ingest.target) as channel:
-        made = await ingest_grpc.IngestServiceStub(channel).ProposeChange(
-            ingest_pb.ProposeChangeRequest(
-                workspace=site.a,
-                kind=common_pb2.PROPOSAL_KIND_CONFIRM,
-                memory_ids=[memory_id],
-                reason=reason,
-                source=common_pb2.PROPOSAL_SOURCE_AGENT,
-            ),
-            metadata=ctx.metadata(),
-        )
-    return str(made.proposal.id)
+    """A confirm proposal on the memory, opened by A's agent over REST (agents propose; they never decide)."""
+    body = {"kind": "confirm", "memory_ids": [memory_id], "reason": reason, "workspace": site.a}
+    async with httpx.AsyncClient(base_url=site.url) as http:
+        made = await _ok(http, site.agent_a, "POST", "/api/v1/proposals", body)
+    return str(made["proposal"]["id"])
 
 
 async def _status(site: Site, memory_id: str) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,23 +15,23 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 
-from mnemo.common.v1 import common_pb2, options_pb2
-from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo.common.v1 import common_pb2
 from mnemo_gateway.errors import CallError
-from mnemo_gateway.schemas import KINDS, MODES, ROLES, SearchInput, TokenInput
+from mnemo_gateway.operations import Operations
+from mnemo_gateway.schemas import KINDS, MODES, ROLES, ProposalDecisionInput, SearchInput, TokenInput
 from mnemo_gateway.ui.session import COOKIE, COOKIE_PATH, CSRF_FIELD, same_origin
 from mnemo_gateway.ui.web import PREFIX, WebUI
-from mnemo_platform import current_call, enum_label, enum_labels, new_request_id
+from mnemo_platform import enum_labels, new_request_id
 
 STATIC = Path(__file__).parent / "static"
 AUDIT_PAGE = 50
+REVIEW_PAGE = 50
 SOURCES_PAGE = 50
 # The time filters the search form offers, as SearchInput names them.
 TIME_FIELDS = ("created_after", "created_before", "updated_after", "updated_before", "as_of", "valid_at")
 Form = dict[str, list[str]]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# What a reviewer may do to a proposal, the operation that does it, and the word for it done.
-DECISIONS = {"accept": "accept_proposal", "reject": "reject_proposal", "reverse": "reverse_proposal"}
+# What a reviewer may do to a proposal, and the word for it done.
 DONE = {"accept": "accepted", "reject": "rejected", "reverse": "reversed"}
 PROPOSAL_STATES = ("open", "applied", "rejected", "reversed", "all")
 PROPOSAL_KINDS = tuple(enum_labels(common_pb2.ProposalKind))
@@ -274,13 +275,8 @@ def build_ui_router(ui: WebUI) -> APIRouter:
         workspace = ops.workspace(q.get("workspace"))
         state = q.get("state", "open")
         kind = q.get("kind", "")
-        listed = await review_call(
-            ops,
-            "list_proposals",
-            workspace,
-            state=state if state != "all" else "",
-            kind=kind,
-            page_token=q.get("page", ""),
+        listed = await ops.list_proposals(
+            workspace, "" if state == "all" else state, kind, "", REVIEW_PAGE, q.get("page", "")
         )
         return await ui.page(
             request,
@@ -301,7 +297,7 @@ def build_ui_router(ui: WebUI) -> APIRouter:
     async def proposal(request: Request, proposal_id: str) -> Response:
         q = request.query_params
         workspace = ops.workspace(q.get("workspace"))
-        shown = await review_call(ops, "get_proposal", workspace, proposal_id=proposal_id)
+        shown = await ops.get_proposal(proposal_id, workspace)
         return await ui.page(
             request,
             "proposal.html",
@@ -318,13 +314,8 @@ def build_ui_router(ui: WebUI) -> APIRouter:
         workspace = ops.workspace(first(form, "workspace"))
         if proposal_id == "bulk":
             return await decide_many(request, form, workspace, decision)
-        await review_call(
-            ops,
-            DECISIONS[checked_decision(decision)],
-            workspace,
-            proposal_id=proposal_id,
-            reason=reason_of(form, decision),
-        )
+        decide_one = decider(ops, checked_decision(decision))
+        await decide_one(proposal_id, ProposalDecisionInput(reason=reason_of(form, decision), workspace=workspace))
         return back(f"/review/{proposal_id}", workspace=workspace, done=DONE[decision])
 
     async def decide_many(request: Request, form: Form, workspace: str, decision: str) -> Response:
@@ -336,15 +327,16 @@ def build_ui_router(ui: WebUI) -> APIRouter:
             raise CallError.invalid("select at least one proposal")
         if decision == "reverse":
             raise CallError.invalid("reverse proposals one at a time, each with its own reason")
-        reason = reason_of(form, decision)
+        decision_input = ProposalDecisionInput(reason=reason_of(form, decision), workspace=workspace)
+        decide_one = decider(ops, decision)
         outcomes = []
         for proposal_id in ids:
             try:
-                await review_call(ops, DECISIONS[decision], workspace, proposal_id=proposal_id, reason=reason)
+                await decide_one(proposal_id, decision_input)
                 outcomes.append({"id": proposal_id, "ok": True, "message": DONE[decision]})
             except CallError as exc:
                 outcomes.append({"id": proposal_id, "ok": False, "message": exc.message})
-        listed = await review_call(ops, "list_proposals", workspace, state="open", kind="", page_token="")
+        listed = await ops.list_proposals(workspace, "open", "", "", REVIEW_PAGE, "")
         return await ui.page(
             request,
             "review.html",
@@ -364,7 +356,7 @@ def build_ui_router(ui: WebUI) -> APIRouter:
 
 
 def checked_decision(decision: str) -> str:
-    if decision not in DECISIONS:
+    if decision not in DONE:
         raise CallError(grpc.StatusCode.NOT_FOUND, f"no such decision {decision[:40]!r}: accept, reject or reverse", 0)
     return decision
 
@@ -377,29 +369,9 @@ def reason_of(form: Form, decision: str) -> str:
     return reason
 
 
-# The least role the proto declares for reading the queue: the UI refuses a lower one up front with the services'
-# own words, so the page says so even before a call is made (the services refuse it again in any case).
-_LIST_PROPOSALS = search_pb.DESCRIPTOR.services_by_name["SearchService"].methods_by_name["ListProposals"]
-
-
-def require_reviewer() -> None:
-    options = _LIST_PROPOSALS.GetOptions()
-    role = enum_label(options_pb2.Role, options.Extensions[options_pb2.least_role])
-    current_call().require(role, options.Extensions[options_pb2.action])
-
-
-async def review_call(ops: Any, name: str, workspace: str, **args: Any) -> dict[str, Any]:
-    """One of the gateway's review operations (ReviewOperations)."""
-    require_reviewer()
-    operation = getattr(ops, name, None)
-    if operation is None:
-        raise CallError(
-            grpc.StatusCode.UNIMPLEMENTED,
-            "the review queue is not served by this gateway yet (its review operations are missing)",
-            0,
-        )
-    result: dict[str, Any] = await operation(workspace=workspace, **args)
-    return result
+def decider(ops: Operations, decision: str) -> Callable[[str, ProposalDecisionInput], Awaitable[dict[str, Any]]]:
+    """The review operation that makes a decision (the services check the reviewer's role and the proposal)."""
+    return {"accept": ops.accept_proposal, "reject": ops.reject_proposal, "reverse": ops.reverse_proposal}[decision]
 
 
 def static_files() -> StaticFiles:
