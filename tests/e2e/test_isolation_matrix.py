@@ -1493,9 +1493,12 @@ async def test_context_matrix(matrix: Matrix, caller_index: int) -> None:
 
 # -- the web UI: the same walls through its pages, signed in as the caller's agent token ---------------------
 
-# Every page the UI serves, and what covers it here: the read pages in test_ui_walls; the sign-in page is open
-# (it reads nothing); the review queue refuses every agent (tests/e2e/test_roles.py: test_ui_pages_hold_the_roles).
+# Every page the UI serves, and what covers it here: the read pages in test_ui_walls (the review queue with each
+# workspace's reviewer token: an agent is refused it whatever it names, tests/e2e/test_roles.py); the sign-in page
+# is open (it reads nothing).
 UI_PAGES = {
+    "/ui/review": "test_ui_walls",
+    "/ui/review/{proposal_id}": "test_ui_walls",
     "/ui": "redirect",
     "/ui/": "redirect",
     "/ui/login": "open",
@@ -1520,7 +1523,7 @@ async def test_ui_walls(matrix: Matrix, pair: tuple[int, int]) -> None:
     pages (named by workspace, or as its own), or see it in the switcher, harvest or token pages; it sees its own."""
     m = matrix
     caller, target = m.walls[pair[0]], m.walls[pair[1]]
-    assert ui_pages() <= set(UI_PAGES) | {"/ui/review", "/ui/review/{proposal_id}"}
+    assert ui_pages() == set(UI_PAGES)
     client = UiClient(m.stack.base_url)
     try:
         assert (await client.sign_in(caller.token)).status_code == 303
@@ -1567,5 +1570,41 @@ async def test_ui_walls(matrix: Matrix, pair: tuple[int, int]) -> None:
         assert harvest.status_code == 200 and caller.session_id in harvest.text
         for text, where in ((found.text, "UI own search"), (page.text, "UI own memory"), (harvest.text, "UI harvest")):
             m.assert_clean(caller.index, text, where)
+    finally:
+        await client.close()
+    await _ui_review_walls(m, caller, target)
+
+
+async def _ui_review_walls(m: Matrix, caller: Walled, target: Walled) -> None:
+    """The caller's reviewer, in the UI: the target's queue is refused by any name, its proposal is unknown
+    through the caller's own workspace (and cannot be decided); its own queue and proposal are there."""
+    client = UiClient(m.stack.base_url)
+    try:
+        assert (await client.sign_in(caller.reviewer)).status_code == 303
+        for ref in target.refs(caller)[:3]:
+            page = await client.get("/ui/review", workspace=ref)
+            assert page.status_code == 403, (ref, page.text[:800])
+            m.assert_clean(caller.index, page.text, f"UI review of {ref}", identity=False)
+        named = await client.get(f"/ui/review/{target.proposal}", workspace=target.id)
+        assert named.status_code == 403
+        for workspace in ({}, {"workspace": caller.id}):
+            page = await client.get(f"/ui/review/{target.proposal}", **workspace)
+            assert page.status_code == 404, (workspace, page.text[:800])
+            m.assert_clean(caller.index, page.text.replace(target.proposal, ""), "UI foreign proposal")
+        accept = {"workspace": caller.id, "csrf": client.csrf, "reason": "deciding from elsewhere"}
+        decided = await client.post(f"/ui/review/{target.proposal}/accept", accept)
+        assert decided.status_code == 404, decided.text[:800]
+        bulk = await client.post("/ui/review/bulk/reject", {**accept, "id": target.proposal})
+        assert bulk.status_code == 200 and "Decided 0 of 1" in bulk.text
+        m.assert_clean(caller.index, bulk.text.replace(target.proposal, ""), "UI bulk on a foreign proposal")
+        # Positive controls: its own queue and proposal; the target's proposal is still open for its own reviewer.
+        queue = await client.get("/ui/review")
+        assert queue.status_code == 200 and f'data-proposal="{caller.proposal}"' in queue.text
+        own = await client.get(f"/ui/review/{caller.proposal}")
+        assert own.status_code == 200 and caller.memory["note"] in own.text
+        for text, where in ((queue.text, "UI own queue"), (own.text, "UI own proposal")):
+            m.assert_clean(caller.index, text, where)
+        theirs = await m.ok(target.reviewer, "GET", f"/api/v1/proposals/{target.proposal}")
+        assert theirs["proposal"]["state"] == "open"
     finally:
         await client.close()
