@@ -8,7 +8,6 @@ taken by Debian's chromium at a laptop's 1280 by 800.
 from __future__ import annotations
 
 import asyncio
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -69,11 +68,24 @@ async def _seed(http: httpx.AsyncClient) -> str:
 
 
 async def _propose(http: httpx.AsyncClient, memory_id: str) -> None:
-    """Open proposals for the review queue's picture, through the REST route the review operations add."""
-    for body in ({"kind": "confirm", "memory_ids": [memory_id], "reason": "A DECISION: line in a harvested session"},):
+    """Open proposals for the review queue's picture: a staged import (which opens its own accept_batch proposal)
+    and two proposals on the pinned-numpy decision, over REST."""
+    batch = await http.post(
+        "/api/v1/imports", json={"source": "mcp-memory-service", "staged": True, "workspace": WORKSPACE}
+    )
+    batch.raise_for_status()
+    items = [{"content": "Payment retries back off exponentially, capped at 30 s."}]
+    staged = await http.post(
+        f"/api/v1/imports/{batch.json()['batch']['id']}/memories:batch", json={"workspace": WORKSPACE, "items": items}
+    )
+    staged.raise_for_status()
+    proposals = [
+        {"kind": "confirm", "memory_ids": [memory_id], "reason": "Checked against vendor/fastfft's build: still true."},
+        {"kind": "retract", "memory_ids": [memory_id], "reason": "Feedback: outdated, numpy 2 wheels may exist now."},
+    ]
+    for body in proposals:
         answer = await http.post("/api/v1/proposals", json={**body, "workspace": WORKSPACE})
-        if answer.status_code >= 400:
-            print(f"no proposal made ({answer.status_code}): {answer.text[:200]}", file=sys.stderr)
+        answer.raise_for_status()
 
 
 async def main() -> None:
