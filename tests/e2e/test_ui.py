@@ -414,6 +414,7 @@ async def test_a_reviewer_accepts_a_proposal_and_reverses_it(browser: Browser, s
     # The memory's own page says so too, with the change on its timeline.
     await page.locator("#proposal-memories a").first.click()
     await expect(page.locator("#memory-status")).to_have_text("confirmed")
+    await expect(page.locator("#memory-proposals")).to_contain_text("applied")
     await page.go_back()
     await page.get_by_label("Reason (required)").fill("confirmed too early")
     await page.get_by_role("button", name="Reverse").click()
@@ -423,9 +424,13 @@ async def test_a_reviewer_accepts_a_proposal_and_reverses_it(browser: Browser, s
 
 
 async def test_an_agent_does_not_see_the_review_queue(browser: Browser, site: Site) -> None:
-    proposal_id = await _propose(site, await _candidate(site, "Agents propose."), "agents propose, never decide")
+    memory_id = await _candidate(site, "Agents propose.")
+    proposal_id = await _propose(site, memory_id, "agents propose, never decide")
     agent = await _signed_in_page(browser, site, site.agent_a)
     await expect(agent.get_by_role("link", name="Review")).to_have_count(0)
+    await agent.goto(f"/ui/memories/{memory_id}?workspace={site.a}")
+    await expect(agent.locator("#memory-status")).to_have_text("candidate")
+    await expect(agent.locator("#memory-proposals")).to_have_count(0)  # its page lists no proposals either
     for path in ("/ui/review", f"/ui/review/{proposal_id}"):
         response = await agent.goto(path)
         assert response is not None and response.status == 403, path
@@ -436,6 +441,8 @@ async def test_an_agent_does_not_see_the_review_queue(browser: Browser, site: Si
     reviewer = await _signed_in_page(browser, site, site.reviewer_a)
     await reviewer.goto(f"/ui/review?workspace={site.a}")
     await expect(reviewer.locator(f"tr[data-proposal='{proposal_id}']")).to_be_visible()
+    await reviewer.goto(f"/ui/memories/{memory_id}?workspace={site.a}")
+    await expect(reviewer.locator("#memory-proposals")).to_contain_text("agents propose, never decide")
     await reviewer.context.close()
 
 

@@ -21,7 +21,7 @@ from mnemo_gateway.operations import Operations
 from mnemo_gateway.schemas import KINDS, MODES, ROLES, ProposalDecisionInput, SearchInput, TokenInput
 from mnemo_gateway.ui.session import COOKIE, COOKIE_PATH, CSRF_FIELD, same_origin
 from mnemo_gateway.ui.web import PREFIX, WebUI
-from mnemo_platform import enum_labels, new_request_id
+from mnemo_platform import current_call, enum_labels, new_request_id
 
 STATIC = Path(__file__).parent / "static"
 AUDIT_PAGE = 50
@@ -189,6 +189,7 @@ def build_ui_router(ui: WebUI) -> APIRouter:
                 if exc.code != grpc.StatusCode.NOT_FOUND:
                     raise
                 past_missing = exc.message
+        proposals = await proposals_about(ops, workspace, memory_id)
         timeline = sorted(
             [{"at": v["recorded_from"], "what": "version", "item": v} for v in history["versions"]]
             + [{"at": s["recorded_from"], "what": "status", "item": s} for s in history["states"]],
@@ -206,6 +207,7 @@ def build_ui_router(ui: WebUI) -> APIRouter:
             as_of_moment=as_of.isoformat() if as_of else "",
             past=past,
             past_missing=past_missing,
+            proposals=proposals,
         )
 
     # -- harvest -----------------------------------------------------------------------------------------
@@ -353,6 +355,19 @@ def build_ui_router(ui: WebUI) -> APIRouter:
         )
 
     return router
+
+
+async def proposals_about(ops: Operations, workspace: str, memory_id: str) -> list[dict[str, Any]] | None:
+    """The proposals touching a memory, for a reviewer's view of it; None for a role that has no queue (asking
+    would only be refused)."""
+    if not current_call().at_least("reviewer"):
+        return None
+    try:
+        return list((await ops.list_proposals(workspace, "", "", memory_id, REVIEW_PAGE, ""))["proposals"])
+    except CallError as exc:
+        if exc.code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT):
+            raise
+        return None
 
 
 def checked_decision(decision: str) -> str:
