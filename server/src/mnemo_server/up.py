@@ -20,6 +20,7 @@ def announce(components: Sequence[Component]) -> None:
 Mnemo is ready ({where}).
   MCP:  {base}/mcp
   REST: {base}/api/v1   (OpenAPI: {base}/api/v1/openapi.json)
+  UI:   {base}/ui
 
 Connect the coding agents of a project to its memory: run `mnemo init` in the project
 (or by hand, e.g. claude mcp add --transport http mnemo "{base}/mcp?workspace=$(pwd)").

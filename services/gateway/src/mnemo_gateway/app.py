@@ -120,7 +120,9 @@ class GatewayApp(GrpcApp):
                 raise OSError(f"gateway: cannot serve HTTP on {self.settings.host}:{self.settings.port}")
             await asyncio.sleep(0.01)
         self.http_port = self._http.servers[0].sockets[0].getsockname()[1]
-        log.info("gateway_listening", mcp=f"{self.base_url}/mcp", rest=f"{self.base_url}/api/v1")
+        log.info(
+            "gateway_listening", mcp=f"{self.base_url}/mcp", rest=f"{self.base_url}/api/v1", ui=f"{self.base_url}/ui"
+        )
         return []
 
     async def close(self) -> None:
