@@ -307,6 +307,10 @@ async def test_the_session_cookie_is_httponly_strict_signed_and_the_token_never_
 async def test_a_wrong_token_is_refused_at_sign_in(site: Site) -> None:
     client = UiClient(site.url)
     try:
+        # Signing in is a POST like any other: without the sign-in page's CSRF token it is refused.
+        forged = await client.post("/ui/login", {"token": site.agent_a})
+        assert forged.status_code == 403
+        assert (await client.get("/ui/search")).status_code == 303  # not signed in
         for bad in ("", "nonsense", site.agent_a + "x"):
             answer = await client.sign_in(bad)
             assert answer.status_code == 401, bad
@@ -491,5 +495,42 @@ async def test_review_decisions_need_the_csrf_token_and_a_reason(site: Site) -> 
         assert await _status(site, memory_id) == "confirmed"
         again = await client.post(accept, {"workspace": site.a, "csrf": client.csrf})
         assert again.status_code in (400, 409) and "Traceback" not in again.text  # decided already
+    finally:
+        await client.close()
+
+
+async def test_a_revoked_tokens_session_ends_at_its_next_request(site: Site) -> None:
+    async with httpx.AsyncClient(base_url=site.url) as http:
+        body = {"principal": "short-lived-ui", "role": "agent", "workspaces": [site.a]}
+        made = await _ok(http, site.admin, "POST", "/api/v1/tokens", body)
+        client = UiClient(site.url)
+        try:
+            assert (await client.sign_in(made["secret"])).status_code == 303
+            assert (await client.get("/ui/search", q=site.keyword)).status_code == 200  # positive control
+            await _ok(http, site.admin, "DELETE", f"/api/v1/tokens/{made['token']['id']}")
+            ended = await client.get("/ui/search", q=site.keyword)
+            assert ended.status_code == 303 and ended.headers["location"] == "/ui/login?expired=1"
+            assert 'mnemo_ui=""' in ended.headers["set-cookie"] or "Max-Age=0" in ended.headers["set-cookie"]
+        finally:
+            await client.close()
+
+
+async def test_memory_text_is_escaped(site: Site) -> None:
+    attack = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    async with httpx.AsyncClient(base_url=site.url) as http:
+        written = await _ok(
+            http, site.agent_a, "POST", "/api/v1/memories", {"title": attack, "content": f"{site.keyword} {attack}"}
+        )
+    client = UiClient(site.url)
+    try:
+        assert (await client.sign_in(site.agent_a)).status_code == 303
+        for page in (
+            await client.get(f"/ui/memories/{written['memory']['id']}"),
+            await client.get("/ui/search", q=site.keyword),
+        ):
+            assert page.status_code == 200
+            assert "&lt;script&gt;" in page.text  # positive control: the text is there, as text
+            assert "<script>alert" not in page.text and "<img src=x" not in page.text
+            assert "script-src 'self'" in page.headers["content-security-policy"]
     finally:
         await client.close()
