@@ -353,6 +353,11 @@ async def test_local_mode_needs_no_sign_in_but_still_checks_posts(hash_stack: St
     try:
         page = await client.get("/ui/search")
         assert page.status_code == 200 and "local mode" in page.text
+        # The local user is admin: the switcher offers every workspace, and searching it works.
+        assert 'value="*"' in page.text
+        everywhere = await client.get("/ui/search", q="anything at all", workspace="*")
+        assert everywhere.status_code == 200 and 'id="results-h"' in everywhere.text
+        assert "· every workspace" in everywhere.text.split('id="results-h"', 1)[1]  # the scope it searched
         login = await client.get("/ui/login")
         assert "local mode" in login.text and 'name="token"' not in login.text
         # The local user is admin: the tokens page is there. Revoking a token that does not exist changes nothing;
