@@ -109,7 +109,7 @@ async def test_rest_harmful_and_outdated_open_one_proposal_each(
         await conn.close()
     assert [(r["kind"], [str(i) for i in r["memory_ids"]], r["source"], r["state"]) for r in rows] == [
         ("retract", [harmful["id"]], "feedback", "open"),
-        ("supersede", [old["id"]], "feedback", "open"),
+        ("supersede", [old["id"], new["id"]], "feedback", "open"),
     ]
     assert str(rows[0]["id"]) == opened["proposal"]["id"] and rows[0]["reason"] == "rewrites shared history"
     assert json.loads(rows[1]["change"]) == {"vote": "outdated", "successor_id": new["id"]}

@@ -12,6 +12,7 @@ import asyncpg
 import grpc
 import pytest
 
+from mnemo.common.v1 import common_pb2
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
@@ -216,13 +217,21 @@ async def test_outdated_opens_a_supersede_with_a_successor_else_a_retract(hash_c
     )
     assert [(r["kind"], [str(i) for i in r["memory_ids"]], r["source"]) for r in rows] == [
         ("retract", [stale.id], "feedback"),
-        ("supersede", [old.id], "feedback"),
+        ("supersede", [old.id, new.id], "feedback"),
     ]
     assert rows[1]["change"] == {"vote": "outdated", "successor_id": new.id}
     assert rows[0]["reason"] == "it is on 16 now"
     assert named.proposal_id and bare.proposal_id and named.proposal_id != bare.proposal_id
     # The vote itself counts like any other: two principals, two steps each.
     assert named.feedback_factor == pytest.approx(1 - 2 * MAX_STEP)
+    # A reviewer accepting the supersede applies it: the old belief is superseded by the one named.
+    await hash_clients.ingest.AcceptProposal(
+        pb.AcceptProposalRequest(workspace=ws.id, id=named.proposal_id, reason="agreed")
+    )
+    after = await hash_clients.search.GetMemory(
+        search_pb.GetMemoryRequest(workspace=ws.id, id=old.id, options=common_pb2.ReadOptions(include_history=True))
+    )
+    assert after.memory.superseded_by == new.id
 
 
 async def test_bad_input_is_refused_clearly_and_writes_nothing(hash_clients: Clients) -> None:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
 from mnemo_cli.errors import ClientError
+
+# How long a call safe to repeat keeps trying through 503s and dropped answers: a PostgreSQL
+# restart's crash recovery, or a service's restart under `mnemo up`, fits well inside it.
+RETRY_BUDGET_S = 30.0
+
+
+def _pause(delay: float) -> float:
+    """Sleeps about `delay` (jittered, so clients retrying together spread out); the next delay."""
+    time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter, not a secret
+    return min(delay * 2, 4.0)
 
 
 class GatewayClient:
@@ -31,15 +43,30 @@ class GatewayClient:
         except httpx.HTTPError as exc:
             raise ClientError(f"request to {self.base_url} failed: {exc}") from None
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self._http.request(method, f"/api/v1{path}", **kwargs)
-        except httpx.ConnectError:
-            raise ClientError(
-                f"cannot reach Mnemo at {self.base_url}; start it with `uv run mnemo up` (or set MNEMO_URL)"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise ClientError(f"request to {self.base_url} failed: {exc}") from None
+    def request(self, method: str, path: str, *, retry: bool | None = None, **kwargs: Any) -> Any:
+        """One call to the gateway. A call safe to repeat (GET, or `retry=True`: a write carrying an
+        idempotency key) is retried while Mnemo answers 503 (a database or service restarting) or
+        the connection drops before the answer, with backoff, for up to RETRY_BUDGET_S; a refused
+        connection (Mnemo not running) fails at once."""
+        retry = method == "GET" if retry is None else retry
+        deadline = time.monotonic() + RETRY_BUDGET_S
+        delay = 0.2
+        while True:
+            try:
+                response = self._http.request(method, f"/api/v1{path}", **kwargs)
+            except httpx.ConnectError:
+                raise ClientError(
+                    f"cannot reach Mnemo at {self.base_url}; start it with `uv run mnemo up` (or set MNEMO_URL)"
+                ) from None
+            except httpx.HTTPError as exc:
+                if retry and time.monotonic() + delay < deadline:
+                    delay = _pause(delay)
+                    continue
+                raise ClientError(f"request to {self.base_url} failed: {exc}") from None
+            if response.status_code == 503 and retry and time.monotonic() + delay < deadline:
+                delay = _pause(delay)
+                continue
+            break
         if response.status_code >= 400:
             self._raise(response)
         try:

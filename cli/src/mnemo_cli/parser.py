@@ -77,6 +77,11 @@ def _write_arguments(write: Parser) -> None:
     write.add_argument("--tag", action="append", help="a tag (repeatable)")
     write.add_argument("--source-uri", default="")
     write.add_argument("--valid-from", help="when the belief starts to hold (ISO 8601)")
+    write.add_argument(
+        "--idempotency-key",
+        help="the write's key: a repeat with it answers the first write (default: a fresh one per run, "
+        "so the run's own retries never store the note twice)",
+    )
 
 
 def _search_arguments(search: Parser) -> None:

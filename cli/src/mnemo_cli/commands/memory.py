@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from typing import Any
 
 from mnemo_cli.commands.common import client, content, params, workspace_ref
@@ -21,8 +22,10 @@ def cmd_write(args: argparse.Namespace) -> int:
         "source_uri": args.source_uri,
         "valid_from": args.valid_from,
         "workspace": workspace_ref(args.workspace),
+        # Every write carries a key, so the client may retry it after a lost answer or a 503.
+        "idempotency_key": args.idempotency_key or f"cli-{uuid.uuid4()}",
     }
-    result = client().request("POST", "/memories", json=body)
+    result = client().request("POST", "/memories", json=body, retry=True)
     if args.json:
         print_json(result)
     else:

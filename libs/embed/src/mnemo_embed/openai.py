@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import numpy as np
@@ -50,6 +51,13 @@ class OpenAIEmbedder(EmbedderBase):
     ) -> None:
         super().__init__()
         self.url = url.rstrip("/")
+        # What errors, logs and status may show of the endpoint: never credentials in the URL
+        # (user:password@, or a key in the query string).
+        parts = urlsplit(self.url)
+        host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        self.shown_url = urlunsplit((parts.scheme, host, parts.path, "", ""))
         self.model = model
         self.dimension = dimension
         self.max_tokens = max_tokens
@@ -75,13 +83,16 @@ class OpenAIEmbedder(EmbedderBase):
                     response = await self._client.post("/embeddings", json={"model": self.model, "input": texts})
                     response.raise_for_status()
         except httpx.HTTPStatusError as exc:
+            # Not the exception's own words: they quote the whole request URL.
             if exc.response.status_code in REJECTED_STATUSES:
                 raise EmbedderRejected(
-                    f"embedding endpoint {self.url} refused the input: HTTP {exc.response.status_code}"
+                    f"embedding endpoint {self.shown_url} refused the input: HTTP {exc.response.status_code}"
                 ) from exc
-            raise EmbedderUnavailable(f"embedding endpoint {self.url}: {exc}") from exc
+            raise EmbedderUnavailable(
+                f"embedding endpoint {self.shown_url} answered HTTP {exc.response.status_code}"
+            ) from exc
         except (httpx.HTTPError, ValueError) as exc:
-            raise EmbedderUnavailable(f"embedding endpoint {self.url}: {exc}") from exc
+            raise EmbedderUnavailable(f"embedding endpoint {self.shown_url}: {type(exc).__name__}: {exc}") from exc
         return self._parse(response, len(texts))
 
     def _parse(self, response: httpx.Response, expected: int) -> list[np.ndarray]:
@@ -89,7 +100,7 @@ class OpenAIEmbedder(EmbedderBase):
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = [np.asarray(item["embedding"], dtype=np.float32) for item in data]
         except (KeyError, TypeError, ValueError) as exc:
-            raise EmbedderUnavailable(f"embedding endpoint {self.url} answered malformed JSON: {exc}") from exc
+            raise EmbedderUnavailable(f"embedding endpoint {self.shown_url} answered malformed JSON: {exc}") from exc
         if len(vectors) != expected:
             raise EmbedderUnavailable(f"embedding endpoint returned {len(vectors)} vectors for {expected} texts")
         out = []

@@ -5,9 +5,11 @@ mnemo_ingest.settings, ...); the composition root lists them all for the README'
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from mnemo_platform.settings import (
+    SettingsError,
     one_of,
     parse_bool,
     parse_non_negative_float,
@@ -87,7 +89,8 @@ class AuthSettings:
     unsafe_no_auth: bool = setting(
         "MNEMO_UNSAFE_NO_AUTH",
         False,
-        "Let the gateway listen on a non-loopback address with `MNEMO_AUTH=off` (logs a loud warning).",
+        "Let the gateway and the gRPC services listen on a non-loopback address with `MNEMO_AUTH=off` "
+        "(the gateway logs a loud warning).",
         parse_bool,
     )
     rate_per_minute: int = setting(
@@ -112,4 +115,30 @@ class LogSettings:
         "auto",
         "`json`, `console`, or `auto` (console on a terminal, JSON otherwise).",
         one_of("auto", "json", "console"),
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine only."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def require_auth_beyond_loopback(service: str, address: str, auth: AuthSettings) -> None:
+    """Refuses to serve a gRPC service beyond loopback with authentication off: in local mode a
+    service trusts an unsigned call as the local admin, so anyone who could reach the port would be
+    admin over every workspace. MNEMO_UNSAFE_NO_AUTH=true allows it (the network is the wall)."""
+    host = address.rsplit(":", 1)[0]
+    if auth.enabled or auth.unsafe_no_auth or is_loopback(host):
+        return
+    raise SettingsError(
+        f"refusing to serve {service} on {address} with MNEMO_AUTH=off: in local mode a service takes an "
+        "unsigned call as the local admin, so anyone who can reach it could read, write and purge every "
+        "workspace. Set MNEMO_AUTH=on with the same MNEMO_INTERNAL_SECRET on every service, or bind to "
+        "127.0.0.1 (MNEMO_GRPC_HOST), or set MNEMO_UNSAFE_NO_AUTH=true if the network alone is the wall"
     )

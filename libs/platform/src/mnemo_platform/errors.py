@@ -112,3 +112,11 @@ def treat_as_invalid_input(*types: type[BaseException]) -> None:
     for exc_type in types:
         if exc_type not in INVALID_INPUT_ERRORS:
             INVALID_INPUT_ERRORS.append(exc_type)
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception as a log line or a client-visible note may carry it: its class and the first
+    line of its message. A database error's further lines (DETAIL, HINT, CONTEXT) can quote the
+    row it tripped on, and nothing users stored belongs in logs or in another caller's answer."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

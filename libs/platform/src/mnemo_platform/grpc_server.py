@@ -37,6 +37,7 @@ from mnemo_platform.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    describe_error,
     invalid_input,
 )
 from mnemo_platform.reasons import status_details
@@ -141,7 +142,7 @@ async def _error_mapping(context: grpc.aio.ServicerContext, method: str) -> Asyn
         log.warning("rpc_invalid_input", method=method, error=type(exc).__name__)
         await _abort(context, invalid_input())
     except tuple(UNAVAILABLE_ERRORS) as exc:
-        log.warning("rpc_dependency_unavailable", method=method, error=f"{type(exc).__name__}: {exc}")
+        log.warning("rpc_dependency_unavailable", method=method, error=describe_error(exc))
         await _abort(context, Unavailable(f"a dependency is unavailable: {type(exc).__name__}"))
     except tuple(RESOURCE_EXHAUSTED_ERRORS) as exc:
         log.warning("rpc_dependency_exhausted", method=method, error=type(exc).__name__)
@@ -369,7 +370,7 @@ class GrpcApp:
             except TimeoutError:
                 reason = f"no answer within {READINESS_TIMEOUT_S:g} s"
             except Exception as exc:
-                reason = f"{type(exc).__name__}: {exc}"
+                reason = describe_error(exc)
             if (reason is None) != ready and self.server is not None:
                 ready = reason is None
                 await self.server.set_ready(ready)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import traceback
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -30,7 +32,12 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         add_trace_context,
     ]
-    renderer: Any = structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
+    # A pretty traceback without its frames' local variables: they hold the request being served.
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False))
+        if use_console
+        else structlog.processors.JSONRenderer()
+    )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -41,6 +48,7 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         foreign_pre_chain=shared,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            scrub_database_details,
             structlog.processors.format_exc_info if not use_console else _identity,
             renderer,
         ],
@@ -65,3 +73,35 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
 
 def _identity(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     return event
+
+
+# The lines a PostgreSQL error adds to its message that can quote a row: DETAIL ("Key (x)=(…)
+# already exists"), HINT, and the statement's context.
+_ROW_LINES = re.compile(r"^\s*(DETAIL|HINT|CONTEXT|QUERY|WHERE):.*$", re.MULTILINE)
+
+
+def scrub_database_details(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Formats an exception whose chain holds a database error as text without the DETAIL, HINT and
+    context lines, which can quote row content (a log must never carry what users stored); the
+    error's class, SQLSTATE message line and traceback stay."""
+    exc_info = event.get("exc_info")
+    if not exc_info:
+        return event
+    exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info is True else exc_info[1]
+    if exc is None or not _from_database(exc):
+        return event
+    text = "".join(traceback.format_exception(exc))
+    event.pop("exc_info")
+    event["exception"] = _ROW_LINES.sub("", text)
+    return event
+
+
+def _from_database(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if hasattr(current, "sqlstate"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from mnemo_platform.config import AuthSettings, LogSettings
+from mnemo_platform.config import AuthSettings, LogSettings, require_auth_beyond_loopback
 from mnemo_platform.context import configure_auth
 from mnemo_platform.errors import MnemoError
+from mnemo_platform.grpc_server import GrpcApp
 from mnemo_platform.logging import configure_logging
 from mnemo_platform.runner import Component, run_until_signalled
 from mnemo_platform.settings import SettingsError, load
@@ -42,6 +43,9 @@ def run_process(
                 )
             configure_auth(auth.internal_secret, required=auth.enabled)
         components = build()
+        for component in components:
+            if isinstance(component, GrpcApp):
+                require_auth_beyond_loopback(component.name, component.address, auth)
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
         return 2

@@ -14,11 +14,9 @@ from mnemo_gateway.http import build_http_app
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.settings import GatewaySettings
 from mnemo_platform import GrpcApp, Registration, SettingsError
-from mnemo_platform.config import AuthSettings
+from mnemo_platform.config import AuthSettings, is_loopback
 
 log = structlog.get_logger("mnemo.gateway")
-
-LOOPBACK_BIND = ("127.0.0.1", "localhost", "::1")
 
 
 def check_exposure(settings: GatewaySettings, auth: AuthSettings) -> None:
@@ -30,7 +28,7 @@ def check_exposure(settings: GatewaySettings, auth: AuthSettings) -> None:
             warning="only loopback Host names are served (DNS-rebinding protection); set MNEMO_HTTP_ALLOWED_HOSTS "
             "to the names clients reach this gateway by",
         )
-    if auth.enabled or settings.host in LOOPBACK_BIND:
+    if auth.enabled or is_loopback(settings.host):
         if not auth.enabled:
             log.info("auth_off_local_mode", host=settings.host, note="single-user local mode: no tokens")
         return

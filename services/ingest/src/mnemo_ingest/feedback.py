@@ -169,10 +169,12 @@ class Feedback:
         if successor_id == memory["id"]:
             raise InvalidArgument("successor_id names the memory voted on; a memory cannot replace itself")
         row = await _visible(conn, ws, successor_id, "successor")
-        if row["workspace_id"] not in (memory["workspace_id"], GLOBAL_WORKSPACE):
+        if row["workspace_id"] != memory["workspace_id"]:
+            # A supersede keeps both ends in one workspace (so a reviewer of that workspace decides it,
+            # and a reverse finds them both there).
             raise InvalidArgument(
-                f"successor {successor_id} is in workspace {ws.name!r} and the memory voted on is in global: "
-                "a global memory is replaced by a global one"
+                f"successor {successor_id} is in workspace {row['workspace_id']!r} and the memory voted on in "
+                f"{memory['workspace_id']!r}: a memory is replaced by one of its own workspace"
             )
         if row["status"] not in VISIBLE_STATUSES:
             raise FailedPrecondition(
@@ -213,7 +215,7 @@ class Feedback:
                 NewProposal(
                     workspace_id=memory["workspace_id"],
                     kind=kind,
-                    memory_ids=[memory["id"]],
+                    memory_ids=[memory["id"], successor["id"]] if successor is not None else [memory["id"]],
                     reason=reason,
                     proposed_by=proposer,
                     source="feedback",

@@ -18,6 +18,7 @@ import structlog
 
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.settings import IngestSettings
+from mnemo_platform.errors import describe_error
 
 log = structlog.get_logger("mnemo.ingest.posting")
 
@@ -59,6 +60,6 @@ class LexicalPoster:
             except Exception as exc:
                 # Nothing is lost: the queue rows stay until a pass succeeds. One line, not a
                 # traceback, and a longer wait: during an outage this repeats until it ends.
-                log.warning("lexical_post_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+                log.warning("lexical_post_failed", error=describe_error(exc)[:300])
                 wait = max(wait, FAILURE_WAIT_S)
             await asyncio.sleep(wait)

@@ -26,6 +26,7 @@ from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_embed.chunking import Chunk
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.settings import IngestSettings
+from mnemo_platform.errors import describe_error
 from mnemo_store import EMBED_CHANNEL, embed_queue
 
 log = structlog.get_logger("mnemo.ingest.worker")
@@ -99,7 +100,7 @@ class EmbeddingWorkers:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("embed_listen_failed", error=str(exc))
+                log.warning("embed_listen_failed", error=describe_error(exc))
                 await asyncio.sleep(min(5.0, self.settings.embed_rescan_s))
             finally:
                 if conn is not None and not conn.is_closed():
@@ -246,7 +247,7 @@ class EmbeddingWorkers:
             try:
                 count = await embed_queue.requeue_failed(self.pool, None, self.settings.embed_failed_retry_s)
             except (asyncpg.PostgresError, OSError) as exc:
-                log.warning("embed_requeue_failed_failed", error=str(exc)[:300])
+                log.warning("embed_requeue_failed_failed", error=describe_error(exc)[:300])
                 continue
             if count:
                 log.info("failed_chunks_requeued", count=count)
@@ -262,7 +263,7 @@ class EmbeddingWorkers:
             try:
                 done = await embed_queue.store_vectors(self.pool, list(vectors.items()), self.embedder.model)
             except asyncpg.PostgresError as exc:
-                await self._record_failure(list(vectors), f"storing vectors: {exc}")
+                await self._record_failure(list(vectors), f"storing vectors: {describe_error(exc)}")
                 return
             self.embedded += done.stored
             log.debug("chunks_embedded", count=done.stored)

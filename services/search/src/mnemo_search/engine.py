@@ -11,6 +11,7 @@ import asyncpg
 import structlog
 
 from mnemo_embed import Embedder, EmbedderUnavailable
+from mnemo_platform.errors import describe_error
 from mnemo_platform.telemetry import tracer
 from mnemo_search.query import any_term_query, literal_terms, relaxed_terms
 from mnemo_search.ranking import fuse_scores
@@ -390,8 +391,8 @@ class SearchEngine:
         except TimeoutError:
             degraded.append(f"{name}: timed out after {self.settings.query_timeout_s:g} s")
         except (asyncpg.PostgresError, OSError) as exc:
-            log.warning("search_leg_failed", leg=name, error=str(exc))
-            degraded.append(f"{name}: {type(exc).__name__}: {exc}")
+            log.warning("search_leg_failed", leg=name, error=describe_error(exc))
+            degraded.append(f"{name}: {describe_error(exc)}")
         return None
 
     async def search(self, scope: Scope, text: str, mode: str, limit: int) -> SearchOutcome:
