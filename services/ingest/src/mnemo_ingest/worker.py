@@ -126,6 +126,11 @@ class EmbeddingWorkers:
                 delay = await self._next_due_in()
             except asyncio.CancelledError:
                 raise
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
+                # The database is away (restarting, unreachable): one line, not a traceback a drain
+                # loop would repeat every few seconds until it is back.
+                log.warning("embed_batch_failed", error=describe_error(exc))
+                delay = min(5.0, self.settings.embed_rescan_s)
             except Exception:
                 log.exception("embed_batch_failed")
                 delay = min(5.0, self.settings.embed_rescan_s)
