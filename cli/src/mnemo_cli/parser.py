@@ -318,6 +318,19 @@ def build_parser() -> Parser:
     redact.add_argument("--dry-run", action="store_true", help="report what would be redacted, change nothing")
     redact.add_argument("--json", action="store_true")
     redact.set_defaults(func=admin.cmd_redact)
+    consolidate = sub.add_parser(
+        "consolidate", help="look for near-duplicates and open merge proposals for review (reviewer; --now)"
+    )
+    consolidate.add_argument(
+        "--now", action="store_true", help="run a pass now (the service also runs one periodically)"
+    )
+    consolidate.add_argument(
+        "--workspace", "-w", help="only this workspace (id, name or path); every one the token may write by default"
+    )
+    consolidate.add_argument("--dry-run", action="store_true", help="report what would be proposed, write nothing")
+    consolidate.add_argument("--full", action="store_true", help="compare every memory, not only the changed ones")
+    consolidate.add_argument("--json", action="store_true")
+    consolidate.set_defaults(func=admin.cmd_consolidate)
     harvest_ = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
     harvest_sub = harvest_.add_subparsers(dest="harvest_command", required=True)
     harvest_run = harvest_sub.add_parser(

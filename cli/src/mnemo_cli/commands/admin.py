@@ -1,4 +1,4 @@
-"""Administration: bearer tokens (create, list, revoke), workspaces (add, list), redaction rescans."""
+"""Administration: bearer tokens (create, list, revoke), workspaces (add, list), redaction rescans, consolidation."""
 
 from __future__ import annotations
 
@@ -100,4 +100,32 @@ def cmd_redact(args: argparse.Namespace) -> int:
     print(f"{totals.get('total', 0)} memories scanned, {totals.get('changed', 0)} with secrets; findings: {findings}")
     if args.dry_run and changed:
         print("dry run: nothing was changed; run without --dry-run to redact")
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    if not args.now:
+        print(
+            "mnemo consolidate: pass --now to look for near-duplicates now "
+            "(the ingest service also runs a pass every MNEMO_CONSOLIDATE_INTERVAL_S)",
+            file=sys.stderr,
+        )
+        return 2
+    body = {"workspace": workspace_ref(args.workspace), "dry_run": args.dry_run, "full": args.full}
+    result = client().request("POST", "/consolidate", json=body)
+    if args.json:
+        print_json(result)
+        return 0
+    verb = "would propose" if args.dry_run else "proposed"
+    for one in result["passes"]:
+        merges = one["merges"]
+        print(
+            f"{one['workspace_id']}: {one['compared']} memories compared, {one['pairs']} near-duplicate pairs, "
+            f"{len(merges)} merges {verb} ({one['seconds']:.2f} s)"
+        )
+        for merge in merges:
+            keep, *others = merge["memory_ids"]
+            proposal = f" proposal {merge['proposal_id']}" if merge["proposal_id"] else ""
+            print(f"  keep {keep}, supersede {', '.join(others)}{proposal}")
+            print(f"    {merge['reason']}")
     return 0

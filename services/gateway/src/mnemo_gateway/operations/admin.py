@@ -1,4 +1,4 @@
-"""Administration: who a token is, workspaces, tokens, and the redaction rescan."""
+"""Administration: who a token is, workspaces, tokens, the redaction rescan and consolidation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.backends import call, streamed
 from mnemo_gateway.operations.base import OperationsBase
 from mnemo_gateway.operations.convert import check_text, checked, plain, token_json, workspace_json
-from mnemo_gateway.schemas import TokenInput, WorkspaceInput
+from mnemo_gateway.schemas import ConsolidateInput, TokenInput, WorkspaceInput
 from mnemo_platform import CallContext
 
 
@@ -66,3 +66,11 @@ class AdminOperations(OperationsBase):
         request = ingest_pb.RescanRedactionsRequest(workspace=workspace or "", dry_run=dry_run)
         async for message in streamed(self.backends.ingest.RescanRedactions(request)):
             yield plain(message)
+
+    async def consolidate(self, args: ConsolidateInput) -> dict[str, Any]:
+        """Looks for near-duplicates and opens merge proposals; one pass per workspace."""
+        checked(args)
+        check_text(args.workspace, "workspace")
+        request = ingest_pb.ConsolidateRequest(workspace=args.workspace or "", dry_run=args.dry_run, full=args.full)
+        response = await call(self.backends.ingest.Consolidate, request)
+        return {"passes": [plain(p) for p in response.passes]}

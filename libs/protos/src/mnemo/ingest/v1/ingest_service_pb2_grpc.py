@@ -150,6 +150,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.FromString,
                 _registered_method=True)
+        self.Consolidate = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/Consolidate',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -325,6 +330,16 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Consolidate(self, request, context):
+        """Consolidate looks for near-duplicate memories inside each workspace (vector similarity and word
+        overlap, thresholds in the service's config) and opens a merge proposal per group; it applies
+        nothing. It compares only memories embedded since the workspace's last pass unless `full`.
+        Reviewer or admin: its proposals take a reviewer's time, and agents propose through ProposeChange.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -437,6 +452,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.ReverseProposal,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.SerializeToString,
+            ),
+            'Consolidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Consolidate,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1039,6 +1059,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/ReverseProposal',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ReverseProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consolidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/Consolidate',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateResponse.FromString,
             options,
             channel_credentials,
             insecure,
