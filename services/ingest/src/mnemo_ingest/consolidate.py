@@ -40,11 +40,23 @@ STATUS_RANK = {"confirmed": 2, "active": 1, "candidate": 0}
 # How many changed chunks one neighbour statement takes.
 BATCH_CHUNKS = 500
 _WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 
 
 def word_set(text: str) -> frozenset[str]:
     """The lower-cased words of a text: what the lexical overlap compares."""
     return frozenset(_WORD.findall(text.lower()))
+
+
+def numbers(text: str) -> frozenset[str]:
+    """The numbers a text states (versions, ports, limits, counts, times)."""
+    return frozenset(_NUMBER.findall(text))
+
+
+def numbers_agree(a: str, b: str) -> bool:
+    """Whether two texts state the same numbers: notes that read alike but differ in a number
+    ("600 requests a minute" / "1200 requests a minute") state different facts."""
+    return numbers(a) == numbers(b)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -60,9 +72,15 @@ class Thresholds:
     min_cosine: float
     min_jaccard: float
     neighbours: int
+    numbers_must_agree: bool = True
 
     def as_json(self) -> dict[str, Any]:
-        return {"min_cosine": self.min_cosine, "min_jaccard": self.min_jaccard, "neighbours": self.neighbours}
+        return {
+            "min_cosine": self.min_cosine,
+            "min_jaccard": self.min_jaccard,
+            "neighbours": self.neighbours,
+            "numbers_must_agree": self.numbers_must_agree,
+        }
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,8 @@ def scored_pairs(
             if one not in words:
                 words[one] = word_set(facts[one].content)
         overlap = jaccard(words[a], words[b])
+        if thresholds.numbers_must_agree and not numbers_agree(facts[a].content, facts[b].content):
+            continue
         if overlap >= thresholds.min_jaccard:
             pairs.append(Pair(a, b, round(cosine, 4), round(overlap, 4)))
     return pairs
@@ -207,6 +227,7 @@ def plan_merge(
         + ", ".join(f"{short(o.id)} ({o.status}, {o.provenance})" for o in others)
         + ". "
         + "; ".join(lines)
+        + (", the same numbers in each" if thresholds.numbers_must_agree else "")
         + ". Kept: highest status, then provenance trust, then newest, then longest."
         + (f" Left out (confirmed): {', '.join(short(h.id) for h in held)}." if held else "")
     )
@@ -231,7 +252,10 @@ class Consolidator:
         self.trust = trust
         self.drafter = drafter
         self.thresholds = Thresholds(
-            settings.consolidate_min_cosine, settings.consolidate_min_jaccard, settings.consolidate_neighbours
+            settings.consolidate_min_cosine,
+            settings.consolidate_min_jaccard,
+            settings.consolidate_neighbours,
+            settings.consolidate_numbers_must_agree,
         )
         self._task: asyncio.Task[None] | None = None
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from mnemo_platform.settings import (
     SettingsError,
+    parse_bool,
     parse_non_negative_float,
     parse_positive_float,
     parse_positive_int,
@@ -63,15 +64,22 @@ class IngestSettings:
     )
     consolidate_min_cosine: float = setting(
         "MNEMO_CONSOLIDATE_MIN_COSINE",
-        0.9,
+        0.85,
         "Least cosine similarity of two memories' embeddings for a merge proposal (measured: bench/README.md).",
         parse_fraction,
     )
     consolidate_min_jaccard: float = setting(
         "MNEMO_CONSOLIDATE_MIN_JACCARD",
-        0.5,
+        0.4,
         "Least Jaccard overlap of two memories' word sets for a merge proposal, besides the cosine.",
         parse_fraction,
+    )
+    consolidate_numbers_must_agree: bool = setting(
+        "MNEMO_CONSOLIDATE_NUMBERS_MUST_AGREE",
+        True,
+        "Propose a merge only when both texts state the same numbers (a version, port or limit that "
+        "differs makes a different fact).",
+        parse_bool,
     )
     consolidate_neighbours: int = setting(
         "MNEMO_CONSOLIDATE_NEIGHBOURS",

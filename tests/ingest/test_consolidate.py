@@ -1,0 +1,265 @@
+"""Consolidation: near-duplicates inside a workspace become merge proposals, with their scores;
+near misses, other workspaces and confirmed memories are left alone; reruns propose nothing new.
+
+On the real model (the scores are about meaning); every test makes its own workspaces.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import grpc
+import pytest
+
+from mnemo.ingest.v1 import ingest_service_pb2 as pb
+from mnemo_ingest.consolidate import Consolidator
+from mnemo_ingest.drafting import Drafter
+from mnemo_ingest.settings import IngestSettings
+from mnemo_platform.context import CallContext
+from mnemo_wire import TrustSettings
+from tests.harvest.fake_llm import fake_llm
+from tests.helpers import Clients, mnemo
+
+DUP_A = "The staging database is reset every night at 02:00 UTC from the anonymised production snapshot."
+DUP_B = "Note: the staging database is reset every night at 02:00 UTC from the anonymised production snapshot"
+# Reads like the same fact and is not: the number differs.
+NEAR_A = "The API rate limit is 600 requests per minute per token; a 429 response carries Retry-After."
+NEAR_B = "The API rate limit is 1200 requests per minute per token; a 429 response carries Retry-After."
+
+
+@pytest.fixture
+async def db(model_clients: Clients) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(model_clients.stack.dsn)
+    yield conn
+    await conn.close()
+
+
+async def written(clients: Clients, workspace: str, *texts: str, **fields: object) -> list[str]:
+    ids = []
+    for text in texts:
+        memory = await clients.write(workspace, text, **fields)
+        await clients.wait_embedded(memory.id, workspace)
+        ids.append(memory.id)
+    return ids
+
+
+async def consolidate(clients: Clients, workspace: str, **fields: object) -> pb.ConsolidationPass:
+    response = await clients.ingest.Consolidate(pb.ConsolidateRequest(workspace=workspace, **fields))
+    (one,) = response.passes
+    return one
+
+
+async def proposals(db: asyncpg.Connection, workspace: str) -> list[asyncpg.Record]:
+    return await db.fetch("SELECT * FROM proposals WHERE workspace_id = $1 ORDER BY created_at", workspace)
+
+
+async def test_a_duplicate_pair_is_proposed_with_its_scores_and_a_near_miss_is_not(
+    model_clients: Clients, db: asyncpg.Connection
+) -> None:
+    ws = (await model_clients.workspace()).id
+    dup_a, dup_b, near_a, near_b = await written(model_clients, ws, DUP_A, DUP_B, NEAR_A, NEAR_B)
+
+    one = await consolidate(model_clients, ws)
+
+    assert one.workspace_id == ws and one.compared == 4
+    # The positive control: the duplicate pair is proposed, the newer kept (both active agent notes).
+    (merge,) = one.merges
+    assert merge.created and list(merge.memory_ids) == [dup_b, dup_a]
+    (pair,) = merge.pairs
+    assert pair.cosine >= 0.85 and pair.jaccard >= 0.4
+    assert "cosine" in merge.reason and "(>= 0.85)" in merge.reason and "Jaccard" in merge.reason
+    (row,) = await proposals(db, ws)
+    assert (row["kind"], row["source"], row["proposed_by"], row["state"]) == (
+        "merge",
+        "consolidation",
+        "system:consolidate",
+        "open",
+    )
+    assert [str(i) for i in row["memory_ids"]] == [dup_b, dup_a]
+    change = json.loads(row["change"]) if isinstance(row["change"], str) else row["change"]
+    assert change["keep"] == dup_b and change["supersede"] == [dup_a]
+    assert change["thresholds"]["min_cosine"] == 0.85 and change["pairs"][0]["cosine"] == pytest.approx(pair.cosine)
+    assert "merged_text" not in change  # no drafting endpoint configured
+    assert f"{pair.cosine:.3f}" in row["reason"]
+    # The near miss is close in meaning (it is why it is hard) but never proposed.
+    for merge in one.merges:
+        assert not {near_a, near_b} & set(merge.memory_ids)
+    assert not await db.fetchval(
+        "SELECT count(*) FROM proposals WHERE memory_ids && $1::uuid[]", [uuid.UUID(near_a), uuid.UUID(near_b)]
+    )
+    # Nothing was applied: every memory is still active.
+    statuses = await db.fetch("SELECT status FROM memories WHERE workspace_id = $1", ws)
+    assert {r["status"] for r in statuses} == {"active"}
+
+
+async def test_never_across_workspaces(model_clients: Clients, db: asyncpg.Connection) -> None:
+    left, right, together = [(await model_clients.workspace()).id for _ in range(3)]
+    (a,) = await written(model_clients, left, DUP_A)
+    (b,) = await written(model_clients, right, DUP_B)
+    pair = await written(model_clients, together, DUP_A, DUP_B)
+
+    # Every workspace the (admin) caller may write, so both sides and the control in one call.
+    response = await model_clients.ingest.Consolidate(pb.ConsolidateRequest())
+    passes = {p.workspace_id: p for p in response.passes}
+
+    assert not passes[left].merges and not passes[right].merges
+    assert not await db.fetchval(
+        "SELECT count(*) FROM proposals WHERE memory_ids && $1::uuid[]", [uuid.UUID(a), uuid.UUID(b)]
+    )
+    # The positive control: the same two texts inside one workspace are proposed.
+    (merge,) = passes[together].merges
+    assert set(merge.memory_ids) == set(pair)
+
+
+async def test_a_confirmed_memory_is_kept_never_superseded(model_clients: Clients, db: asyncpg.Connection) -> None:
+    ws = (await model_clients.workspace()).id
+    (confirmed,) = await written(model_clients, ws, DUP_A)
+    await model_clients.ingest.ConfirmMemory(pb.ConfirmMemoryRequest(workspace=ws, id=confirmed))
+    # Newer and longer, but only active: the confirmed one is kept all the same.
+    (newer,) = await written(model_clients, ws, DUP_B + " (recorded again)")
+
+    (merge,) = (await consolidate(model_clients, ws)).merges
+    assert list(merge.memory_ids) == [confirmed, newer]
+
+    # Two confirmed duplicates: neither may be superseded, so nothing is proposed for them.
+    both = (await model_clients.workspace()).id
+    ids = await written(model_clients, both, DUP_A, DUP_B)
+    for memory_id in ids:
+        await model_clients.ingest.ConfirmMemory(pb.ConfirmMemoryRequest(workspace=both, id=memory_id))
+    one = await consolidate(model_clients, both)
+    assert one.pairs == 1 and not one.merges  # found, and left alone
+    assert await proposals(db, both) == []
+
+
+async def test_a_rerun_proposes_nothing_new_and_a_changed_memory_is_reconsidered(
+    model_clients: Clients, db: asyncpg.Connection
+) -> None:
+    ws = (await model_clients.workspace()).id
+    a, b = await written(model_clients, ws, DUP_A, DUP_B)
+    (first,) = (await consolidate(model_clients, ws)).merges
+    assert first.created
+
+    assert not (await consolidate(model_clients, ws)).merges
+    assert not (await consolidate(model_clients, ws, full=True)).merges  # every memory compared again
+    assert len(await proposals(db, ws)) == 1
+
+    # A new version of one note is a new question: it is compared with its neighbours again.
+    await model_clients.ingest.UpdateMemory(
+        pb.UpdateMemoryRequest(workspace=ws, id=a, content=DUP_A + " Checked again today.")
+    )
+    await model_clients.wait_embedded(a, ws)
+    (second,) = (await consolidate(model_clients, ws)).merges
+    assert second.created and second.proposal_id != first.proposal_id and set(second.memory_ids) == {a, b}
+    assert len(await proposals(db, ws)) == 2
+
+
+async def test_only_memories_changed_since_the_last_pass_are_compared(
+    model_clients: Clients, db: asyncpg.Connection
+) -> None:
+    ws = (await model_clients.workspace()).id
+    await written(model_clients, ws, DUP_A, NEAR_A)
+    await consolidate(model_clients, ws)
+    # The pass's mark trails its start by a settle margin; move it past what is stored, as an
+    # hour between passes would.
+    await db.execute("UPDATE consolidation_marks SET scanned_to = clock_timestamp() WHERE workspace_id = $1", ws)
+    assert (await consolidate(model_clients, ws)).compared == 0
+
+    (new,) = await written(model_clients, ws, DUP_B)
+    one = await consolidate(model_clients, ws)
+    assert one.compared == 1  # only the new note, which finds its older duplicate
+    (merge,) = one.merges
+    assert new in merge.memory_ids
+
+
+async def test_a_dry_run_writes_nothing(model_clients: Clients, db: asyncpg.Connection) -> None:
+    ws = (await model_clients.workspace()).id
+    await written(model_clients, ws, DUP_A, DUP_B)
+
+    async def counts() -> tuple[int, int, int]:
+        return (
+            await db.fetchval("SELECT count(*) FROM proposals WHERE workspace_id = $1", ws),
+            await db.fetchval("SELECT count(*) FROM audit_events WHERE workspace_id = $1", ws),
+            await db.fetchval("SELECT count(*) FROM consolidation_marks WHERE workspace_id = $1", ws),
+        )
+
+    before = await counts()
+    one = await consolidate(model_clients, ws, dry_run=True)
+    (merge,) = one.merges
+    assert one.dry_run and merge.proposal_id == "" and not merge.created
+    assert await counts() == before
+    # The positive control: the same call without dry_run writes the proposal, its audit event and the mark.
+    (real,) = (await consolidate(model_clients, ws)).merges
+    assert real.created and list(real.memory_ids) == list(merge.memory_ids)
+    assert await counts() == (before[0] + 1, before[1] + 1, 1)
+
+
+async def test_bad_input_is_refused_clearly(model_clients: Clients) -> None:
+    ws = (await model_clients.workspace()).id
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await model_clients.ingest.Consolidate(pb.ConsolidateRequest(workspace=f"nowhere-{uuid.uuid4().hex[:6]}"))
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "is not registered" in (unknown.value.details() or "")
+
+    agent = CallContext("agent-bot", uuid.uuid4().hex, "agent", (ws,))
+    with pytest.raises(grpc.aio.AioRpcError) as low:
+        await model_clients.ingest.Consolidate(pb.ConsolidateRequest(workspace=ws), metadata=agent.metadata())
+    assert low.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "consolidating near-duplicates needs the reviewer role; this token is agent" in (low.value.details() or "")
+
+    other = (await model_clients.workspace()).id
+    reviewer = CallContext("reviewer-bot", uuid.uuid4().hex, "reviewer", (other,))
+    with pytest.raises(grpc.aio.AioRpcError) as foreign:
+        await model_clients.ingest.Consolidate(pb.ConsolidateRequest(workspace=ws), metadata=reviewer.metadata())
+    assert foreign.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "may not touch workspace" in (foreign.value.details() or "")
+    # The positive control: the reviewer in its own workspace is served.
+    response = await model_clients.ingest.Consolidate(
+        pb.ConsolidateRequest(workspace=other), metadata=reviewer.metadata()
+    )
+    assert [p.workspace_id for p in response.passes] == [other]
+
+
+async def test_a_drafting_endpoint_writes_the_merged_text(model_clients: Clients) -> None:
+    ws = (await model_clients.workspace()).id
+    await written(model_clients, ws, DUP_A, DUP_B)
+    stack = model_clients.stack
+    assert stack.ingest is not None and stack.ingest.pool is not None
+    with fake_llm() as llm:
+        llm.reply = "The staging database is reset nightly at 02:00 UTC from the anonymised production snapshot."
+        settings = IngestSettings(consolidate_llm_url=llm.url, consolidate_llm_model="merge-model")
+        drafter = Drafter.from_settings(settings)
+        assert drafter is not None
+        consolidator = Consolidator(stack.ingest.pool, settings, TrustSettings(), drafter)
+        try:
+            (merge,) = (await consolidator.run_workspace(ws, dry_run=True)).merges
+            assert merge.change["merged_text"] == llm.reply and merge.change["drafted_by"] == "merge-model"
+            (request,) = llm.requests
+            assert request["path"] == "/v1/chat/completions"
+            user = request["body"]["messages"][1]["content"]
+            assert DUP_A in user and DUP_B in user
+            # An endpoint that fails leaves the merge without merged text (the best-trusted note is kept).
+            llm.fail_status = 500
+            (plain,) = (await consolidator.run_workspace(ws, dry_run=True)).merges
+            assert "merged_text" not in plain.change and plain.memory_ids == merge.memory_ids
+        finally:
+            await drafter.aclose()
+
+
+async def test_the_cli_runs_a_pass_through_the_gateway(model_clients: Clients) -> None:
+    ws = (await model_clients.workspace()).id
+    await written(model_clients, ws, DUP_A, DUP_B)
+    code, out, err = await mnemo(model_clients.stack, "consolidate", "--now", "-w", ws, "--dry-run")
+    assert code == 0, err
+    assert f"{ws}: 2 memories compared, 1 near-duplicate pairs, 1 merges would propose" in out
+    assert "cosine" in out
+    code, out, err = await mnemo(model_clients.stack, "consolidate", "--now", "-w", ws, "--json")
+    assert code == 0, err
+    (one,) = json.loads(out)["passes"]
+    assert one["merges"][0]["created"] is True
+    code, _, err = await mnemo(model_clients.stack, "consolidate")
+    assert code == 2 and "--now" in err
+    code, _, err = await mnemo(model_clients.stack, "consolidate", "--now", "-w", "no-such-workspace-xyz")
+    assert code == 1 and "NOT_FOUND" in err
