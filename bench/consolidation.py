@@ -5,8 +5,8 @@ One throw-away PostgreSQL and a whole Mnemo in-process on the bundled model; eve
 through the gateway's REST API (`POST /api/v1/consolidate`) as `mnemo consolidate --now` sends it.
 What it does and the figures: bench/README.md, "Consolidation"; the set: bench/data/consolidation/.
 
-    uv run python -m bench.consolidation                        # labelled set + a 20,000-note pass
-    uv run python -m bench.consolidation --sizes 10000,100000   # the cost at more sizes
+    uv run python -m bench.consolidation                 # labelled set, then passes at 10,000 and 100,000 notes
+    uv run python -m bench.consolidation --sizes 2000    # a quick check: about half a minute
 """
 
 from __future__ import annotations
@@ -231,6 +231,7 @@ async def measure_cost(
         # data is older than that, so the benchmark dates the fill back two minutes.
         await pool.execute("UPDATE chunk_vectors SET embedded_at = embedded_at - interval '2 minutes'")
 
+        plan = await explain_neighbours(pool, stack.ingest.settings.consolidate_neighbours)
         print(f"Full pass over {size:,} notes …", flush=True)
         full, full_s = await consolidate(http, full=True)
         print(f"  {full['compared']:,} compared, {full['pairs']} pairs, {len(full['merges'])} merges in {full_s:.1f} s")
@@ -277,6 +278,7 @@ async def measure_cost(
             "wall_s": round(full_s, 2),
             "per_memory_ms": round(1000 * full["seconds"] / max(1, full["compared"]), 3),
         },
+        "neighbour_plan": plan,
         "unchanged_pass": {"compared": idle["compared"], "wall_s": round(idle_s, 3)},
         "incremental_pass": {
             "changed": n_changed,
@@ -287,6 +289,24 @@ async def measure_cost(
             "wall_s": round(changed_s, 3),
         },
     }
+
+
+async def explain_neighbours(pool: Any, k: int) -> list[str]:
+    """The plan of the neighbour statement for a few chunks: one HNSW index scan per chunk."""
+    from mnemo_store import consolidation
+
+    ids = [
+        r["chunk_id"]
+        for r in await pool.fetch(
+            "SELECT chunk_id FROM chunk_vectors WHERE indexed AND workspace_id = $1 LIMIT 5", SCALE_WORKSPACE
+        )
+    ]
+    async with pool.acquire() as conn, conn.transaction():
+        await consolidation.scan_settings(conn, k)
+        rows = await conn.fetch(
+            "EXPLAIN (ANALYZE, COSTS OFF) " + consolidation.NEIGHBOURS_SQL, ids, SCALE_WORKSPACE, k + 2
+        )
+    return [r[0] for r in rows]
 
 
 def extrapolate(costs: Sequence[Mapping[str, Any]], target: int = 100_000) -> dict[str, Any] | None:
@@ -383,7 +403,9 @@ def print_costs(report: Mapping[str, Any]) -> None:
 
 def parse_args(argv: list[str]) -> Config:
     parser = argparse.ArgumentParser(prog="bench.consolidation", description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="20000", help="comma-separated note counts for the cost (default 20000)")
+    parser.add_argument(
+        "--sizes", default="10000,100000", help="comma-separated note counts for the cost (default 10000,100000)"
+    )
     parser.add_argument(
         "--changed", type=float, default=0.01, help="share of notes changed before the incremental pass"
     )

@@ -79,6 +79,28 @@ async def changed_chunks(
     )
 
 
+# One HNSW index scan per changed chunk (a nested loop over them), filtered to the workspace.
+NEIGHBOURS_SQL = """
+    SELECT q.memory_id AS a, n.memory_id AS b, max(1 - n.distance) AS cosine
+    FROM chunk_vectors q
+    CROSS JOIN LATERAL (
+        SELECT v.memory_id, v.embedding <=> q.embedding AS distance
+        FROM chunk_vectors v
+        WHERE v.indexed AND v.workspace_id = $2
+        ORDER BY v.embedding <=> q.embedding
+        LIMIT $3
+    ) n
+    WHERE q.chunk_id = ANY($1::bigint[]) AND q.workspace_id = $2 AND n.memory_id <> q.memory_id
+    GROUP BY 1, 2
+"""
+
+
+async def scan_settings(conn: asyncpg.Connection, k: int) -> None:
+    """The HNSW scan settings of the neighbour statement, for the caller's transaction."""
+    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    await conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, 4 * int(k))}")
+
+
 async def nearest_neighbours(
     conn: asyncpg.Connection, workspace_id: str, chunk_ids: Sequence[int], k: int
 ) -> list[Neighbour]:
@@ -87,27 +109,9 @@ async def nearest_neighbours(
     pair of memories with their best similarity. Runs in the caller's transaction, which it gives
     an iterative scan: HNSW filters by workspace after the index scan, and without one a small
     workspace in a large database would come back short."""
-    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    await conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, 4 * int(k))}")
-    rows = await conn.fetch(
-        """
-        SELECT q.memory_id AS a, n.memory_id AS b, max(1 - n.distance) AS cosine
-        FROM chunk_vectors q
-        CROSS JOIN LATERAL (
-            SELECT v.memory_id, v.embedding <=> q.embedding AS distance
-            FROM chunk_vectors v
-            WHERE v.indexed AND v.workspace_id = $2
-            ORDER BY v.embedding <=> q.embedding
-            LIMIT $3
-        ) n
-        WHERE q.chunk_id = ANY($1::bigint[]) AND q.workspace_id = $2 AND n.memory_id <> q.memory_id
-        GROUP BY 1, 2
-        """,
-        list(chunk_ids),
-        workspace_id,
-        # The chunk finds itself first (and its memory's other chunks): ask for a few more.
-        int(k) + 2,
-    )
+    await scan_settings(conn, k)
+    # The chunk finds itself first (and its memory's other chunks): ask for a few more.
+    rows = await conn.fetch(NEIGHBOURS_SQL, list(chunk_ids), workspace_id, int(k) + 2)
     return [Neighbour(r["a"], r["b"], float(r["cosine"])) for r in rows]
 
 
