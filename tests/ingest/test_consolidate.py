@@ -6,6 +6,7 @@ On the real model (the scores are about meaning); every test makes its own works
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -15,13 +16,15 @@ import grpc
 import pytest
 
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
+from mnemo_embed import HashEmbedder
 from mnemo_ingest.consolidate import Consolidator
 from mnemo_ingest.drafting import Drafter
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform.context import CallContext
+from mnemo_store import embed_queue
 from mnemo_wire import TrustSettings
 from tests.harvest.fake_llm import fake_llm
-from tests.helpers import Clients, mnemo
+from tests.helpers import Clients, Postgres, eventually, insert_note, migrated_pool, mnemo
 
 DUP_A = "The staging database is reset every night at 02:00 UTC from the anonymised production snapshot."
 DUP_B = "Note: the staging database is reset every night at 02:00 UTC from the anonymised production snapshot"
@@ -263,3 +266,34 @@ async def test_the_cli_runs_a_pass_through_the_gateway(model_clients: Clients) -
     assert code == 2 and "--now" in err
     code, _, err = await mnemo(model_clients.stack, "consolidate", "--now", "-w", "no-such-workspace-xyz")
     assert code == 1 and "NOT_FOUND" in err
+
+
+async def test_the_periodic_job_proposes_on_its_own(postgres: Postgres) -> None:
+    """The job in the background, every MNEMO_CONSOLIDATE_INTERVAL_S, on a database of its own
+    (so it cannot touch the shared stacks' workspaces)."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    consolidator = Consolidator(pool, IngestSettings(consolidate_interval_s=0.1), TrustSettings())
+    try:
+        ids = [(await insert_note(pool, DUP_A))[0] for _ in range(2)]
+        rows = await embed_queue.claim(pool, 10, 60.0)
+        (vector,) = await embedder.embed([DUP_A])
+        await embed_queue.store_vectors(pool, [(r["id"], vector) for r in rows], embedder.model)
+        await consolidator.start()
+
+        async def proposed() -> bool:
+            return bool(await pool.fetchval("SELECT count(*) FROM proposals"))
+
+        await eventually(proposed, timeout=10)
+        row = await pool.fetchrow("SELECT * FROM proposals")
+        assert set(row["memory_ids"]) == set(ids) and row["proposed_by"] == "system:consolidate"
+        principal = await pool.fetchval("SELECT principal FROM audit_events WHERE action = 'propose'")
+        assert principal == "system:consolidate"
+        # It keeps running, and proposes the same group only once.
+        await asyncio.sleep(0.5)
+        assert await pool.fetchval("SELECT count(*) FROM proposals") == 1
+        assert await pool.fetchval("SELECT count(*) FROM consolidation_marks") >= 1
+    finally:
+        await consolidator.stop()
+        await pool.close()
