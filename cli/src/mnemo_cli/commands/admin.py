@@ -112,7 +112,8 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         )
         return 2
     body = {"workspace": workspace_ref(args.workspace), "dry_run": args.dry_run, "full": args.full}
-    result = client().request("POST", "/consolidate", json=body)
+    # A full pass over a large workspace takes minutes: no client-side timeout.
+    result = client().request("POST", "/consolidate", json=body, timeout=None)
     if args.json:
         print_json(result)
         return 0
