@@ -305,7 +305,7 @@ async def explain_neighbours(pool: Any, k: int) -> list[str]:
     async with pool.acquire() as conn, conn.transaction():
         await consolidation.scan_settings(conn, k)
         rows = await conn.fetch(
-            "EXPLAIN (ANALYZE, COSTS OFF) " + consolidation.NEIGHBOURS_SQL, ids, SCALE_WORKSPACE, k + 2
+            "EXPLAIN (ANALYZE, COSTS OFF) " + consolidation.NEIGHBOURS_SQL, ids, SCALE_WORKSPACE, k + 2, 0.85
         )
     return [r[0] for r in rows]
 

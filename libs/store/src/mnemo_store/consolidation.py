@@ -92,6 +92,7 @@ NEIGHBOURS_SQL = """
     ) n
     WHERE q.chunk_id = ANY($1::bigint[]) AND q.workspace_id = $2 AND n.memory_id <> q.memory_id
     GROUP BY 1, 2
+    HAVING max(1 - n.distance) >= $4
 """
 
 
@@ -102,16 +103,17 @@ async def scan_settings(conn: asyncpg.Connection, k: int) -> None:
 
 
 async def nearest_neighbours(
-    conn: asyncpg.Connection, workspace_id: str, chunk_ids: Sequence[int], k: int
+    conn: asyncpg.Connection, workspace_id: str, chunk_ids: Sequence[int], k: int, min_cosine: float = 0.0
 ) -> list[Neighbour]:
     """For each chunk, the `k` nearest indexed chunks of other memories in the same workspace,
     through the HNSW index (one index scan per chunk, never a scan of every pair); one row per
-    pair of memories with their best similarity. Runs in the caller's transaction, which it gives
-    an iterative scan: HNSW filters by workspace after the index scan, and without one a small
-    workspace in a large database would come back short."""
+    pair of memories with their best similarity, if it reaches `min_cosine` (the rest never leave
+    the database: a full pass over 100k memories finds a million neighbour pairs). Runs in the
+    caller's transaction, which it gives an iterative scan: HNSW filters by workspace after the
+    index scan, and without one a small workspace in a large database would come back short."""
     await scan_settings(conn, k)
     # The chunk finds itself first (and its memory's other chunks): ask for a few more.
-    rows = await conn.fetch(NEIGHBOURS_SQL, list(chunk_ids), workspace_id, int(k) + 2)
+    rows = await conn.fetch(NEIGHBOURS_SQL, list(chunk_ids), workspace_id, int(k) + 2, float(min_cosine))
     return [Neighbour(r["a"], r["b"], float(r["cosine"])) for r in rows]
 
 

@@ -312,12 +312,15 @@ class Consolidator:
         for start in range(0, len(chunk_ids), BATCH_CHUNKS):
             async with conn.transaction(readonly=True):
                 neighbours += await db.nearest_neighbours(
-                    conn, ws, chunk_ids[start : start + BATCH_CHUNKS], self.thresholds.neighbours
+                    conn,
+                    ws,
+                    chunk_ids[start : start + BATCH_CHUNKS],
+                    self.thresholds.neighbours,
+                    self.thresholds.min_cosine,
                 )
-        close = [n for n in neighbours if n.cosine >= self.thresholds.min_cosine]
-        ids = list({m for n in close for m in (n.a, n.b)})
+        ids = list({m for n in neighbours for m in (n.a, n.b)})
         facts = {r["id"]: Fact(**dict(r)) for r in await db.memory_facts(conn, ws, ids)} if ids else {}
-        pairs = scored_pairs(close, facts, self.thresholds)
+        pairs = scored_pairs(neighbours, facts, self.thresholds)
         result.pairs = len(pairs)
         merges = [m for g in groups_of(pairs) if (m := plan_merge(g, facts, self.thresholds, self.trust))]
         known = await db.known_dedupe_keys(conn, ws, [m.dedupe_key for m in merges])
