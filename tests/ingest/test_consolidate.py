@@ -7,9 +7,11 @@ On the real model (the scores are about meaning); every test makes its own works
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import grpc
@@ -17,7 +19,17 @@ import pytest
 
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo_embed import HashEmbedder
-from mnemo_ingest.consolidate import Consolidator
+from mnemo_ingest.consolidate import (
+    Consolidator,
+    Fact,
+    Merge,
+    Pair,
+    Thresholds,
+    jaccard,
+    numbers_agree,
+    plan_merge,
+    word_set,
+)
 from mnemo_ingest.drafting import Drafter
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform.context import CallContext
@@ -300,3 +312,53 @@ async def test_the_periodic_job_proposes_on_its_own(postgres: Postgres) -> None:
     finally:
         await consolidator.stop()
         await pool.close()
+
+
+def _fact(status: str, provenance: str = "agent", age_s: int = 0, content: str = DUP_A) -> Fact:
+    return Fact(
+        id=uuid.uuid4(),
+        status=status,
+        provenance=provenance,
+        version=1,
+        content_hash=uuid.uuid4().hex,
+        updated_at=datetime(2026, 12, 1, tzinfo=UTC) - timedelta(seconds=age_s),
+        title="t",
+        content=content,
+    )
+
+
+def test_the_kept_memory_is_the_best_trusted_and_a_confirmed_one_is_only_ever_kept() -> None:
+    thresholds = Thresholds(0.85, 0.4, 10)
+    trust = TrustSettings()
+
+    def plan(*facts: Fact) -> Merge | None:
+        pairs = [Pair(a.id, b.id, 0.95, 0.8) for a, b in itertools.pairwise(facts)]
+        return plan_merge(pairs, {f.id: f for f in facts}, thresholds, trust)
+
+    transcript_confirmed, agent_active = _fact("confirmed", "harvested_transcript", 100), _fact("active")
+    merge = plan(transcript_confirmed, agent_active)
+    assert merge is not None and merge.memory_ids == [transcript_confirmed.id, agent_active.id]  # status first
+    human_candidate, transcript_candidate = _fact("candidate", "human", 100), _fact("candidate", "harvested_transcript")
+    merge = plan(transcript_candidate, human_candidate)
+    assert merge is not None and merge.keep == human_candidate  # then provenance, over the newer
+    old, new = _fact("active", age_s=100), _fact("active")
+    merge = plan(old, new)
+    assert merge is not None and merge.keep == new  # then the newest
+    short_, long_ = _fact("active", content=DUP_A), _fact("active", content=DUP_A + " More words.")
+    merge = plan(short_, long_)
+    assert merge is not None and merge.keep == long_  # then the longest
+
+    # A chain through a second confirmed memory: it is left out, named, and its pairs shown.
+    keep, held, other = _fact("confirmed", age_s=10), _fact("confirmed", age_s=20), _fact("active")
+    merge = plan(keep, held, other)
+    assert merge is not None and merge.memory_ids == [keep.id, other.id]
+    assert f"Left out (confirmed): {str(held.id)[:8]}" in merge.reason and len(merge.pairs) == 2
+    assert plan(_fact("confirmed"), _fact("confirmed")) is None  # nothing may be superseded
+
+
+def test_numbers_must_agree_and_words_are_compared_as_sets() -> None:
+    assert numbers_agree(DUP_A, DUP_B)
+    assert not numbers_agree(NEAR_A, NEAR_B)
+    assert numbers_agree("pin numpy below 2", "numpy stays under 2")
+    assert jaccard(word_set("a b c"), word_set("C B a a")) == 1.0
+    assert jaccard(word_set("a b"), word_set("b c")) == pytest.approx(1 / 3)

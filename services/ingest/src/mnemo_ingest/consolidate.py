@@ -214,8 +214,9 @@ def plan_merge(
     others = [f for f in ranked[1:] if f.status != "confirmed"]
     if not others:
         return None
-    touched = {keep.id, *(o.id for o in others)}
-    pairs = [p for p in group if p.a in touched and p.b in touched]
+    # Every pair of the group, those through a confirmed member left out too: they are how the
+    # others joined it.
+    pairs = list(group)
     lines = [
         f"{short(p.a)} ~ {short(p.b)}: cosine {p.cosine:.3f} (>= {thresholds.min_cosine}), "
         f"word Jaccard {p.jaccard:.3f} (>= {thresholds.min_jaccard})"
