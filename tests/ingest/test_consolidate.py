@@ -362,3 +362,22 @@ def test_numbers_must_agree_and_words_are_compared_as_sets() -> None:
     assert numbers_agree("pin numpy below 2", "numpy stays under 2")
     assert jaccard(word_set("a b c"), word_set("C B a a")) == 1.0
     assert jaccard(word_set("a b"), word_set("b c")) == pytest.approx(1 / 3)
+
+
+async def test_a_caller_that_leaves_does_not_stop_the_pass_and_a_repeat_joins_it(model_clients: Clients) -> None:
+    """What a channel's retry of an RPC cut by the server's connection age gets: the pass it started."""
+    ws = (await model_clients.workspace()).id
+    await written(model_clients, ws, DUP_A, DUP_B)
+    stack = model_clients.stack
+    assert stack.ingest is not None and stack.ingest.pool is not None
+    consolidator = Consolidator(stack.ingest.pool, IngestSettings(), TrustSettings())
+    first = asyncio.create_task(consolidator.run_workspace(ws, dry_run=True))
+    await asyncio.sleep(0)  # the pass has started
+    (running,) = consolidator._running.values()
+    first.cancel()
+    second = await consolidator.run_workspace(ws, dry_run=True)
+    assert first.cancelled() and not running.cancelled()
+    assert second is running.result() and len(second.merges) == 1
+    # Once it is over, the same call runs a new pass.
+    assert await consolidator.run_workspace(ws, dry_run=True) is not second
+    await consolidator.stop()

@@ -10,7 +10,6 @@ keeps its best-trusted memory and proposes superseding the others, never a confi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 import time
@@ -259,6 +258,7 @@ class Consolidator:
             settings.consolidate_numbers_must_agree,
         )
         self._task: asyncio.Task[None] | None = None
+        self._running: dict[tuple[str, bool, bool], asyncio.Task[Pass]] = {}
 
     async def run(self, ref: str, dry_run: bool, full: bool) -> list[Pass]:
         """A pass over the workspace `ref` names, or over every workspace the caller may write
@@ -280,6 +280,24 @@ class Consolidator:
         return [ws for ws in every if ws in call.workspaces or ws == GLOBAL_WORKSPACE]
 
     async def run_workspace(self, workspace_id: str, dry_run: bool = False, full: bool = False) -> Pass:
+        """One workspace's pass. A caller that goes away does not stop it, and a caller asking for the
+        same pass while it runs waits for it: a server closing a connection at its maximum age cuts
+        a long RPC, and the channel's retry of it then joins the pass instead of starting over."""
+        key = (workspace_id, dry_run, full)
+        task = self._running.get(key)
+        if task is None:
+            task = asyncio.create_task(self._run_workspace(workspace_id, dry_run, full), name="consolidation-pass")
+            self._running[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        return await asyncio.shield(task)
+
+    def _finished(self, key: tuple[str, bool, bool], task: asyncio.Task[Pass]) -> None:
+        self._running.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            # Its callers (if any is still waiting) get the exception; this notes it for the one that left.
+            log.warning("consolidation_pass_failed", workspace=key[0], error=str(task.exception())[:300])
+
+    async def _run_workspace(self, workspace_id: str, dry_run: bool, full: bool) -> Pass:
         started = time.perf_counter()
         result = Pass(workspace_id, full=full, dry_run=dry_run)
         async with self.pool.acquire() as conn:
@@ -372,11 +390,11 @@ class Consolidator:
             self._task = asyncio.create_task(self._loop(), name="consolidation")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        tasks = [*self._running.values(), *([self._task] if self._task else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
         if self.drafter is not None:
             await self.drafter.aclose()
 
