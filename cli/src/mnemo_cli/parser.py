@@ -391,6 +391,19 @@ def build_parser() -> Parser:
     embed_retry.add_argument("--workspace", help="only this workspace (id, name or path); every workspace by default")
     embed_retry.add_argument("--json", action="store_true")
     embed_retry.set_defaults(func=admin.cmd_embed_retry)
+    consolidate = sub.add_parser(
+        "consolidate", help="look for near-duplicates and open merge proposals for review (reviewer; --now)"
+    )
+    consolidate.add_argument(
+        "--now", action="store_true", help="run a pass now (the service also runs one periodically)"
+    )
+    consolidate.add_argument(
+        "--workspace", "-w", help="only this workspace (id, name or path); every one the token may write by default"
+    )
+    consolidate.add_argument("--dry-run", action="store_true", help="report what would be proposed, write nothing")
+    consolidate.add_argument("--full", action="store_true", help="compare every memory, not only the changed ones")
+    consolidate.add_argument("--json", action="store_true")
+    consolidate.set_defaults(func=admin.cmd_consolidate)
     harvest_ = sub.add_parser("harvest", help="harvest coding-agent sessions into memory")
     harvest_sub = harvest_.add_subparsers(dest="harvest_command", required=True)
     harvest_run = harvest_sub.add_parser(
@@ -418,7 +431,9 @@ def build_parser() -> Parser:
 
     bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
     # The modules of the checkout's bench/ package; no proto enum lists them.
-    bench.add_argument("benchmark", choices=["locomo", "scifact", "latency", "harvest", "guard", "auth", "scale"])
+    bench.add_argument(
+        "benchmark", choices=["locomo", "scifact", "latency", "harvest", "guard", "auth", "scale", "consolidation"]
+    )
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=running.cmd_bench)
     return parser

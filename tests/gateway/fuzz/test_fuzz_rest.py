@@ -70,6 +70,7 @@ ROUTES = [
     ("POST", "/search"),
     ("POST", "/harvest/run"),
     ("POST", "/redact/rescan"),
+    ("POST", "/consolidate"),
     ("GET", "/harvest/status"),
     ("GET", "/harvest/sources"),
     ("POST", "/tokens"),

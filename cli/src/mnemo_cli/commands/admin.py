@@ -1,5 +1,5 @@
 """Administration: bearer tokens (create, list, revoke), workspaces (add, list), redaction rescans, failed
-embeddings (retry)."""
+embeddings (retry), consolidation."""
 
 from __future__ import annotations
 
@@ -118,4 +118,33 @@ def cmd_embed_retry(args: argparse.Namespace) -> int:
         )
     else:
         print(f"no failed chunks{where}")
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    if not args.now:
+        print(
+            "mnemo consolidate: pass --now to look for near-duplicates now "
+            "(the ingest service also runs a pass every MNEMO_CONSOLIDATE_INTERVAL_S)",
+            file=sys.stderr,
+        )
+        return 2
+    body = {"workspace": workspace_ref(args.workspace), "dry_run": args.dry_run, "full": args.full}
+    # A full pass over a large workspace takes minutes: no client-side timeout.
+    result = client().request("POST", "/consolidate", json=body, timeout=None)
+    if args.json:
+        print_json(result)
+        return 0
+    verb = "would propose" if args.dry_run else "proposed"
+    for one in result["passes"]:
+        merges = one["merges"]
+        print(
+            f"{one['workspace_id']}: {one['compared']} memories compared, {one['pairs']} near-duplicate pairs, "
+            f"{len(merges)} merges {verb} ({one['seconds']:.2f} s)"
+        )
+        for merge in merges:
+            keep, *others = merge["memory_ids"]
+            proposal = f" proposal {merge['proposal_id']}" if merge["proposal_id"] else ""
+            print(f"  keep {keep}, supersede {', '.join(others)}{proposal}")
+            print(f"    {merge['reason']}")
     return 0

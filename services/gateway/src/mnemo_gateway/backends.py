@@ -21,7 +21,8 @@ SEARCH = search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]
 HARVEST = harvest_service_pb2.DESCRIPTOR.services_by_name["HarvestService"]
 # A first harvest of a machine with thousands of sessions, a redaction rescan of every memory, or
 # an export of them all, takes a while; each streams. A restore call writes up to 1,000 records,
-# each with its whole history, in a transaction of its own.
+# each with its whole history, in a transaction of its own. A full consolidation pass at 100k
+# notes takes minutes.
 LONG_RUN_TIMEOUT_S = 3600.0
 
 
@@ -33,7 +34,11 @@ class Backends:
             ingest_target,
             INGEST,
             timeout_s,
-            method_timeouts={"RescanRedactions": LONG_RUN_TIMEOUT_S, "RestoreMemories": LONG_RUN_TIMEOUT_S},
+            method_timeouts={
+                "RescanRedactions": LONG_RUN_TIMEOUT_S,
+                "RestoreMemories": LONG_RUN_TIMEOUT_S,
+                "Consolidate": LONG_RUN_TIMEOUT_S,
+            },
         )
         self._search_channel = open_channel(
             search_target, SEARCH, timeout_s, method_timeouts={"ExportMemories": LONG_RUN_TIMEOUT_S}

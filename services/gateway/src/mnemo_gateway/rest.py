@@ -23,6 +23,7 @@ from mnemo_gateway.schemas import (
     WORKSPACE_DOC,
     BatchInput,
     ConfirmInput,
+    ConsolidateInput,
     ErrorBody,
     FeedbackInput,
     HarvestRunInput,
@@ -260,6 +261,13 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/redact/rescan", summary="Re-apply the redaction rules to stored memories; one JSON line per memory")
     async def redact_rescan(body: RescanInput) -> StreamingResponse:
         return await _ndjson(operations.redact_rescan(body.workspace, body.dry_run))
+
+    @router.post(
+        "/consolidate",
+        summary="Look for near-duplicates inside each workspace and open merge proposals (reviewer); applies nothing",
+    )
+    async def consolidate(body: ConsolidateInput) -> dict[str, Any]:
+        return await operations.consolidate(body)
 
     @router.get(
         "/export",

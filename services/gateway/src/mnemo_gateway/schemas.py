@@ -325,6 +325,14 @@ class RetryInput(_Body):
     workspace: str | None = Field(None, description="One workspace (id, name or root path); every one when omitted.")
 
 
+class ConsolidateInput(_Body):
+    workspace: str | None = Field(
+        None, description="One workspace (id, name or root path); every workspace the token may write when omitted."
+    )
+    dry_run: bool = Field(False, description="Report what would be proposed and write nothing.")
+    full: bool = Field(False, description="Compare every memory, not only those changed since the last pass.")
+
+
 class WorkspaceInput(_Body):
     path: str = Field("", description="Absolute root directory of the project.")
     name: str = Field("", description="Display name (a named scope when no path is given).")

@@ -10,6 +10,8 @@ from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest.activity import WriteActivity
+from mnemo_ingest.consolidate import Consolidator
+from mnemo_ingest.drafting import Drafter
 from mnemo_ingest.posting import LexicalPoster
 from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.settings import IngestSettings
@@ -24,8 +26,8 @@ SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].f
 
 
 class IngestApp(GrpcApp):
-    """Migrates and opens the database, serves IngestService, then starts the embedding workers and
-    the lexical poster."""
+    """Migrates and opens the database, serves IngestService, then starts the embedding workers, the
+    lexical poster and the consolidation job."""
 
     name = "ingest"
 
@@ -52,6 +54,7 @@ class IngestApp(GrpcApp):
         self.pool: asyncpg.Pool | None = None
         self.workers: EmbeddingWorkers | None = None
         self.poster: LexicalPoster | None = None
+        self.consolidator: Consolidator | None = None
         self._warming: asyncio.Task[None] | None = None
 
     async def open(self) -> list[Registration]:
@@ -68,7 +71,8 @@ class IngestApp(GrpcApp):
             self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size, activity
         )
         self.poster = LexicalPoster(self.pool, self.settings, activity)
-        servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content, activity)
+        self.consolidator = Consolidator(self.pool, self.settings, self.trust, Drafter.from_settings(self.settings))
+        servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content, activity, self.consolidator)
         return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:
@@ -78,6 +82,8 @@ class IngestApp(GrpcApp):
         await self.workers.start()
         assert self.poster is not None
         await self.poster.start()
+        assert self.consolidator is not None
+        await self.consolidator.start()
 
     async def unready_reason(self) -> str | None:
         return await unready_reason(self.pool)
@@ -90,5 +96,7 @@ class IngestApp(GrpcApp):
             await self.workers.stop()
         if self.poster is not None:
             await self.poster.stop()
+        if self.consolidator is not None:
+            await self.consolidator.stop()
         if self.pool is not None:
             await self.pool.close()

@@ -13,6 +13,7 @@ from mnemo.ingest.v1 import ingest_service_pb2_grpc as pb_grpc
 from mnemo_embed import Embedder
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.admin import Admin
+from mnemo_ingest.consolidate import Consolidator, Merge, Pass
 from mnemo_ingest.corrections import Corrections
 from mnemo_ingest.feedback import Feedback, check_note
 from mnemo_ingest.imports import Decided, ImportBatches, parse_batch_id
@@ -22,7 +23,7 @@ from mnemo_ingest.review import Decision, Review, check_proposal, parse_proposal
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
-from mnemo_platform import InvalidArgument, MnemoError, enum_label, enum_value
+from mnemo_platform import FailedPrecondition, InvalidArgument, MnemoError, enum_label, enum_value
 from mnemo_store import imports as imports_db
 from mnemo_wire import (
     ContentSettings,
@@ -45,6 +46,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         trust: TrustSettings | None = None,
         content: ContentSettings | None = None,
         activity: WriteActivity | None = None,
+        consolidator: Consolidator | None = None,
     ) -> None:
         self.activity = activity or WriteActivity()
         self.max_content_bytes = (content or ContentSettings()).max_content_bytes
@@ -59,6 +61,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         self.restores = Restores(pool, steps)
         self.feedback = Feedback(pool)
         self.review = Review(pool, steps, self.corrections, self.imports, self.max_content_bytes)
+        self.consolidator = consolidator
 
     def _memory(self, row: asyncpg.Record) -> Any:
         return memory_message(row, with_content=True, trust=self.trust)
@@ -218,6 +221,12 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
                 total=total,
             )
 
+    async def Consolidate(self, request: pb.ConsolidateRequest, context: Any) -> pb.ConsolidateResponse:
+        if self.consolidator is None:
+            raise FailedPrecondition("this ingest process runs no consolidation")
+        passes = await self.consolidator.run(request.workspace, request.dry_run, request.full)
+        return pb.ConsolidateResponse(passes=[_pass(p) for p in passes])
+
     async def _batch(self, row: asyncpg.Record) -> pb.ImportBatch:
         message = pb.ImportBatch(
             id=str(row["id"]),
@@ -331,3 +340,26 @@ def _restored(result: Restored) -> pb.RestoreResult:
     elif result.outcome is not None:
         answer.outcome = enum_value(pb.RestoreOutcome, result.outcome, "outcome")
     return answer
+
+
+def _pass(one: Pass) -> pb.ConsolidationPass:
+    return pb.ConsolidationPass(
+        workspace_id=one.workspace_id,
+        compared=one.compared,
+        pairs=one.pairs,
+        merges=[_merge(m) for m in one.merges],
+        full=one.full,
+        dry_run=one.dry_run,
+        seconds=one.seconds,
+    )
+
+
+def _merge(merge: Merge) -> pb.ConsolidationMerge:
+    return pb.ConsolidationMerge(
+        proposal_id=str(merge.proposal_id) if merge.proposal_id else "",
+        created=merge.created,
+        memory_ids=[str(i) for i in merge.memory_ids],
+        reason=merge.reason,
+        pairs=[pb.ConsolidationPair(a=str(p.a), b=str(p.b), cosine=p.cosine, jaccard=p.jaccard) for p in merge.pairs],
+        merged_text=merge.change.get("merged_text", ""),
+    )

@@ -1,16 +1,18 @@
-"""Administration: who a token is, workspaces, tokens, the redaction rescan and failed embeddings."""
+"""Administration: who a token is, workspaces, tokens, the redaction rescan, failed embeddings and
+consolidation."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
-from mnemo_gateway.backends import call, streamed
+from mnemo_gateway.backends import LONG_RUN_TIMEOUT_S, call, streamed
 from mnemo_gateway.operations.base import OperationsBase
 from mnemo_gateway.operations.convert import check_text, checked, plain, token_json, workspace_json
-from mnemo_gateway.schemas import TokenInput, WorkspaceInput
+from mnemo_gateway.schemas import ConsolidateInput, TokenInput, WorkspaceInput
 from mnemo_platform import CallContext
 
 
@@ -73,3 +75,13 @@ class AdminOperations(OperationsBase):
         request = ingest_pb.RetryEmbeddingsRequest(workspace=workspace or "")
         response = await call(self.backends.ingest.RetryEmbeddings, request)
         return {"requeued": response.requeued}
+
+    async def consolidate(self, args: ConsolidateInput) -> dict[str, Any]:
+        """Looks for near-duplicates and opens merge proposals; one pass per workspace."""
+        checked(args)
+        check_text(args.workspace, "workspace")
+        request = ingest_pb.ConsolidateRequest(workspace=args.workspace or "", dry_run=args.dry_run, full=args.full)
+        # A unary call gets the channel's default deadline unless it asks for one; a full pass over a
+        # large workspace takes minutes (the channel's service config allows it the long one).
+        response = await call(partial(self.backends.ingest.Consolidate, timeout=LONG_RUN_TIMEOUT_S), request)
+        return {"passes": [plain(p) for p in response.passes]}

@@ -654,3 +654,65 @@ class RecordFeedbackResponse(_message.Message):
     proposal_created: bool
     unchanged: bool
     def __init__(self, feedback: _Optional[_Union[Feedback, _Mapping]] = ..., replaced: _Optional[_Union[FeedbackVote, str]] = ..., feedback_factor: _Optional[float] = ..., voters: _Optional[int] = ..., memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., proposal_id: _Optional[str] = ..., proposal_created: _Optional[bool] = ..., unchanged: _Optional[bool] = ...) -> None: ...
+
+class ConsolidateRequest(_message.Message):
+    __slots__ = ("workspace", "dry_run", "full")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    workspace: str
+    dry_run: bool
+    full: bool
+    def __init__(self, workspace: _Optional[str] = ..., dry_run: _Optional[bool] = ..., full: _Optional[bool] = ...) -> None: ...
+
+class ConsolidateResponse(_message.Message):
+    __slots__ = ("passes",)
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    passes: _containers.RepeatedCompositeFieldContainer[ConsolidationPass]
+    def __init__(self, passes: _Optional[_Iterable[_Union[ConsolidationPass, _Mapping]]] = ...) -> None: ...
+
+class ConsolidationPass(_message.Message):
+    __slots__ = ("workspace_id", "compared", "pairs", "merges", "full", "dry_run", "seconds")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    MERGES_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    compared: int
+    pairs: int
+    merges: _containers.RepeatedCompositeFieldContainer[ConsolidationMerge]
+    full: bool
+    dry_run: bool
+    seconds: float
+    def __init__(self, workspace_id: _Optional[str] = ..., compared: _Optional[int] = ..., pairs: _Optional[int] = ..., merges: _Optional[_Iterable[_Union[ConsolidationMerge, _Mapping]]] = ..., full: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class ConsolidationMerge(_message.Message):
+    __slots__ = ("proposal_id", "created", "memory_ids", "reason", "pairs", "merged_text")
+    PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    MERGED_TEXT_FIELD_NUMBER: _ClassVar[int]
+    proposal_id: str
+    created: bool
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    pairs: _containers.RepeatedCompositeFieldContainer[ConsolidationPair]
+    merged_text: str
+    def __init__(self, proposal_id: _Optional[str] = ..., created: _Optional[bool] = ..., memory_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., pairs: _Optional[_Iterable[_Union[ConsolidationPair, _Mapping]]] = ..., merged_text: _Optional[str] = ...) -> None: ...
+
+class ConsolidationPair(_message.Message):
+    __slots__ = ("a", "b", "cosine", "jaccard")
+    A_FIELD_NUMBER: _ClassVar[int]
+    B_FIELD_NUMBER: _ClassVar[int]
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    JACCARD_FIELD_NUMBER: _ClassVar[int]
+    a: str
+    b: str
+    cosine: float
+    jaccard: float
+    def __init__(self, a: _Optional[str] = ..., b: _Optional[str] = ..., cosine: _Optional[float] = ..., jaccard: _Optional[float] = ...) -> None: ...

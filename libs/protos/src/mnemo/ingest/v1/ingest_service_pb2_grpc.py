@@ -160,6 +160,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackResponse.FromString,
                 _registered_method=True)
+        self.Consolidate = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/Consolidate',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -353,6 +358,16 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Consolidate(self, request, context):
+        """Consolidate looks for near-duplicate memories inside each workspace (vector similarity and word
+        overlap, thresholds in the service's config) and opens a merge proposal per group; it applies
+        nothing. It compares only memories embedded since the workspace's last pass unless `full`.
+        Reviewer or admin: its proposals take a reviewer's time, and agents propose through ProposeChange.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -475,6 +490,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RecordFeedback,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackResponse.SerializeToString,
+            ),
+            'Consolidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Consolidate,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1131,6 +1151,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RecordFeedback',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RecordFeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consolidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/Consolidate',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.ConsolidateResponse.FromString,
             options,
             channel_credentials,
             insecure,
