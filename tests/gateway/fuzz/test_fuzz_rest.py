@@ -71,6 +71,7 @@ ROUTES = [
     ("POST", "/harvest/run"),
     ("POST", "/redact/rescan"),
     ("POST", "/consolidate"),
+    ("POST", "/embeddings:retry"),
     ("GET", "/harvest/status"),
     ("GET", "/harvest/sources"),
     ("POST", "/tokens"),
