@@ -46,6 +46,7 @@ class SkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SKIP_REASON_EMPTY: _ClassVar[SkipReason]
     SKIP_REASON_NO_WORKSPACE: _ClassVar[SkipReason]
     SKIP_REASON_TOMBSTONED: _ClassVar[SkipReason]
+    SKIP_REASON_TOO_LARGE: _ClassVar[SkipReason]
 AGENT_UNSPECIFIED: Agent
 AGENT_CLAUDE_CODE: Agent
 AGENT_CODEX: Agent
@@ -70,6 +71,7 @@ SKIP_REASON_SELF_CAPTURE: SkipReason
 SKIP_REASON_EMPTY: SkipReason
 SKIP_REASON_NO_WORKSPACE: SkipReason
 SKIP_REASON_TOMBSTONED: SkipReason
+SKIP_REASON_TOO_LARGE: SkipReason
 
 class RunRequest(_message.Message):
     __slots__ = ("agent", "ignore_idle", "session")
