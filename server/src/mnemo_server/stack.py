@@ -18,9 +18,9 @@ from mnemo_gateway.settings import GatewaySettings
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform import Component, load_all
-from mnemo_platform.grpc_server import GrpcApp
 from mnemo_platform.config import AuthSettings, ServiceAddresses
 from mnemo_platform.context import auth_state, configure_auth
+from mnemo_platform.grpc_server import GrpcApp
 from mnemo_search.settings import SearchSettings
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings

@@ -10,9 +10,9 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
+from mnemo_platform.connections import KEEPALIVE_S
 from mnemo_platform.context import current_call
 from mnemo_platform.contract import retry_safe_methods
-from mnemo_platform.connections import KEEPALIVE_S
 
 
 class _CallDefaults:

@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_platform.connections import ConnectionPolicy
 from mnemo_platform.context import (
     CallContext,
     call_from_metadata,
@@ -26,7 +27,6 @@ from mnemo_platform.context import (
     reset_call,
     set_call,
 )
-from mnemo_platform.connections import ConnectionPolicy
 from mnemo_platform.contract import declared_least_role
 from mnemo_platform.errors import (
     INVALID_INPUT_ERRORS,

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn
-from mnemo_harvest.readers.lines import Budget, Limits, head_lines, json_line, raw_lines, read_small_json, refusal
 from mnemo_harvest.readers.fields import field_str
+from mnemo_harvest.readers.lines import Budget, Limits, head_lines, json_line, raw_lines, read_small_json, refusal
 from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "claude-code"

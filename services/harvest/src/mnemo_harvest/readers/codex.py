@@ -18,8 +18,8 @@ from typing import Any, Literal
 import zstandard
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants
-from mnemo_harvest.readers.lines import Budget, Limits, SessionRefused, json_line, raw_lines, refusal
 from mnemo_harvest.readers.fields import field_dict, field_str
+from mnemo_harvest.readers.lines import Budget, Limits, SessionRefused, json_line, raw_lines, refusal
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "codex"

@@ -89,7 +89,7 @@ def raw_lines(path: Path, budget: Budget) -> Iterator[tuple[int, bytes | None]]:
     with path.open("rb") as raw:
         stream: BinaryIO = raw
         if path.name.endswith(".zst"):
-            stream = zstandard.ZstdDecompressor().stream_reader(raw)  # type: ignore[assignment]
+            stream = zstandard.ZstdDecompressor().stream_reader(raw)
         pending = bytearray()
         oversized = False
         number = 1
