@@ -307,7 +307,8 @@ class HarvestEngine:
             return await self._skip(ref, pb.SKIP_REASON_SELF_CAPTURE, detail, "self-capture", cwd=session.cwd)
         if not session.turns:
             detail = "empty: no conversation in the session" + _refused_note(session)
-            return await self._skip(ref, pb.SKIP_REASON_EMPTY, detail, "empty", cwd=session.cwd)
+            shown = "empty" + _refused_note(session)
+            return await self._skip(ref, pb.SKIP_REASON_EMPTY, detail, shown, cwd=session.cwd)
         workspace = await self._place(session.cwd, places)
         if workspace is None:
             detail = f"no-workspace: {session.cwd or 'no working directory recorded'}"

@@ -19,7 +19,7 @@ import zstandard
 
 from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants
 from mnemo_harvest.readers.fields import field_dict, field_str
-from mnemo_harvest.readers.lines import Budget, Limits, SessionRefused, json_line, raw_lines, refusal
+from mnemo_harvest.readers.lines import MAX_ZSTD_WINDOW, Budget, Limits, SessionRefused, json_line, raw_lines, refusal
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "codex"
@@ -265,7 +265,7 @@ def _read_meta(path: Path) -> dict[str, Any]:
     with path.open("rb") as raw:
         stream: Any = raw
         if path.name.endswith(".zst"):
-            stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw))
+            stream = io.BufferedReader(zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW).stream_reader(raw))
         try:
             for number in range(_META_SCAN_LINES):
                 line = stream.readline(Limits.max_line_bytes + 1)

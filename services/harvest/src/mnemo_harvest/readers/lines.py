@@ -25,6 +25,9 @@ from typing import Any, BinaryIO
 import zstandard
 
 CHUNK = 1 << 20
+# A zstd frame names the window its decoder must hold; a hostile one can ask for gigabytes. Codex
+# writes small windows; 32 MiB is far above any zstd level's default.
+MAX_ZSTD_WINDOW = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def raw_lines(path: Path, budget: Budget) -> Iterator[tuple[int, bytes | None]]:
     with path.open("rb") as raw:
         stream: BinaryIO = raw
         if path.name.endswith(".zst"):
-            stream = zstandard.ZstdDecompressor().stream_reader(raw)
+            stream = zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW).stream_reader(raw)
         pending = bytearray()
         oversized = False
         number = 1
@@ -164,7 +167,7 @@ def head_lines(path: Path, count: int, limits: Limits) -> Iterator[Any]:
     with path.open("rb") as raw:
         stream: Any = raw
         if path.name.endswith(".zst"):
-            stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw))
+            stream = io.BufferedReader(zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW).stream_reader(raw))
         for _ in range(count):
             line = stream.readline(limits.max_line_bytes + 1)
             if not line:

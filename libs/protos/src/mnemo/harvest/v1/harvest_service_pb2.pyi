@@ -116,7 +116,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("agent", "enabled", "roots", "sources_seen", "harvested", "active", "failed", "skipped", "failures")
+    __slots__ = ("agent", "enabled", "roots", "sources_seen", "harvested", "active", "failed", "skipped", "failures", "refused")
     class SkippedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +133,7 @@ class AgentStatus(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     agent: str
     enabled: bool
     roots: _containers.RepeatedScalarFieldContainer[str]
@@ -142,7 +143,8 @@ class AgentStatus(_message.Message):
     failed: int
     skipped: _containers.ScalarMap[str, int]
     failures: _containers.RepeatedCompositeFieldContainer[Source]
-    def __init__(self, agent: _Optional[str] = ..., enabled: _Optional[bool] = ..., roots: _Optional[_Iterable[str]] = ..., sources_seen: _Optional[int] = ..., harvested: _Optional[int] = ..., active: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., failures: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+    refused: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, agent: _Optional[str] = ..., enabled: _Optional[bool] = ..., roots: _Optional[_Iterable[str]] = ..., sources_seen: _Optional[int] = ..., harvested: _Optional[int] = ..., active: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., failures: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("agents", "last_run_at", "interval_s", "idle_s", "unregistered", "archive_bytes", "paused")
