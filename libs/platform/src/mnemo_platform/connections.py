@@ -27,7 +27,7 @@ class ConnectionPolicy:
     def options(self) -> list[tuple[str, int]]:
         options = [
             ("grpc.max_connection_age_ms", int(self.max_age_s * 1000)),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", int(self.min_ping_s * 1000)),
+            ("grpc.http2.min_ping_interval_without_data_ms", int(self.min_ping_s * 1000)),
         ]
         if self.max_age_grace_s > 0:
             options.append(("grpc.max_connection_age_grace_ms", int(self.max_age_grace_s * 1000)))

@@ -384,9 +384,11 @@ class GrpcApp:
 
     async def stop(self) -> None:
         if self._readiness is not None:
-            self._readiness.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._readiness
+            # Python 3.11's wait_for can swallow a cancellation that lands as the check it wraps
+            # completes (gh-86296), and the watch then sleeps on: cancel until it is done.
+            while not self._readiness.done():
+                self._readiness.cancel()
+                await asyncio.wait({self._readiness}, timeout=0.1)
             self._readiness = None
         if self.server is not None:
             await self.server.stop()
