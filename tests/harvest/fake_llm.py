@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ class FakeLLM:
     url: str = ""
     reply: str = "Summary."
     fail_status: int | None = None
+    delay_s: float = 0.0
+    """delay_s is how long each answer takes (a slow model: the caller hears nothing meanwhile)."""
     requests: list[dict] = field(default_factory=list)
 
 
@@ -28,6 +31,7 @@ def fake_llm() -> Iterator[FakeLLM]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             llm.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            time.sleep(llm.delay_s)
             if llm.fail_status is not None:
                 payload, status = {"error": {"message": "overloaded"}}, llm.fail_status
             else:

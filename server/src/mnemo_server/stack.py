@@ -20,6 +20,7 @@ from mnemo_ingest.settings import IngestSettings
 from mnemo_platform import Component, load_all
 from mnemo_platform.config import AuthSettings, ServiceAddresses
 from mnemo_platform.context import auth_state, configure_auth
+from mnemo_platform.grpc_server import GrpcApp
 from mnemo_search.settings import SearchSettings
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings
@@ -149,6 +150,8 @@ class Stack:
     _auth_before: tuple[str, bool] | None = None
 
     async def _start(self, component: Component) -> None:
+        if isinstance(component, GrpcApp):
+            component.connection = self.config.addresses.connection_policy()
         await component.start()
         self._started.append(component)
 

@@ -60,6 +60,8 @@ def cmd_harvest_status(args: argparse.Namespace) -> int:
         print(f"{'':<16}roots: {', '.join(agent['roots'])}")
         for failure in agent["failures"]:
             print(f"{'':<16}failed {failure['session_id']}: {failure['detail']}")
+        for refused in agent.get("refused", []):
+            print(f"{'':<16}refused {refused['session_id']}: {refused['detail']}")
     if status["unregistered"]:
         print("sessions skipped because no workspace is registered for their directory:")
         for cwd in status["unregistered"]:

@@ -10,6 +10,7 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
+from mnemo_platform.connections import KEEPALIVE_S
 from mnemo_platform.context import current_call
 from mnemo_platform.contract import retry_safe_methods
 
@@ -93,6 +94,7 @@ def open_channel(
     service: ServiceDescriptor,
     timeout_s: float,
     method_timeouts: Mapping[str, float] | None = None,
+    keepalive_s: float = KEEPALIVE_S,
 ) -> grpc.aio.Channel:
     """Opens the one channel a process keeps to a downstream service; its retries follow the service's protos."""
     return grpc.aio.insecure_channel(
@@ -100,7 +102,13 @@ def open_channel(
         options=[
             ("grpc.enable_retries", 1),
             ("grpc.service_config", json.dumps(service_config(service, timeout_s, method_timeouts))),
-            ("grpc.keepalive_time_ms", 30_000),
+            # A ping every keepalive_s while calls are open, also through a silent stream (gRPC would
+            # otherwise stop after two pings without data, then send one a minute at most), so a dead
+            # peer is noticed; servers accept one every MIN_PING_S (mnemo_platform.connections).
+            ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.http2.min_time_between_pings_ms", int(keepalive_s * 1000)),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],
         interceptors=[*aio_client_interceptors(), _UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],

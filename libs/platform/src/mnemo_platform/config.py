@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from mnemo_platform.connections import ConnectionPolicy
 from mnemo_platform.settings import (
     SettingsError,
     one_of,
@@ -63,6 +64,23 @@ class ServiceAddresses:
     call_timeout_s: float = setting(
         "MNEMO_GRPC_TIMEOUT_S", 15.0, "Deadline of every gRPC call between services.", parse_positive_float
     )
+    max_connection_age_s: float = setting(
+        "MNEMO_GRPC_MAX_CONNECTION_AGE_S",
+        300.0,
+        "A server asks a client to reconnect after this (so new replicas get calls); calls under way go on.",
+        parse_positive_float,
+    )
+    max_connection_age_grace_s: float = setting(
+        "MNEMO_GRPC_MAX_CONNECTION_AGE_GRACE_S",
+        0.0,
+        "How long calls may go on over a connection past its age; 0 is as long as they last (a harvest run, "
+        "a redaction rescan).",
+        parse_non_negative_float,
+    )
+
+    def connection_policy(self) -> ConnectionPolicy:
+        """What each gRPC server does with aged connections and keepalive pings."""
+        return ConnectionPolicy(self.max_connection_age_s, self.max_connection_age_grace_s)
 
     def listen(self, target: str) -> str:
         """What a service started alone binds: MNEMO_GRPC_HOST on the port of its own address."""

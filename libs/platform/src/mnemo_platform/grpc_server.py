@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
+from mnemo_platform.connections import ConnectionPolicy
 from mnemo_platform.context import (
     CallContext,
     call_from_metadata,
@@ -232,13 +233,13 @@ class GrpcServer:
         address: str,
         registrations: Sequence[Registration],
         grace_s: float,
-        max_connection_age_ms: int = 300_000,
+        connection: ConnectionPolicy | None = None,
     ) -> None:
         self.name = name
         self.address = address
         self.registrations = list(registrations)
         self.grace_s = grace_s
-        self.max_connection_age_ms = max_connection_age_ms
+        self.connection = connection or ConnectionPolicy()
         self.health = HealthServicer()
         self._services: list[str] = []
         self.port: int = 0
@@ -271,9 +272,9 @@ class GrpcServer:
             options=[
                 # Without this a second process could bind the same port and steal half the calls.
                 ("grpc.so_reuseport", 0),
-                # Behind a Kubernetes ClusterIP connections, not calls, are balanced: recycle them.
-                ("grpc.max_connection_age_ms", self.max_connection_age_ms),
-                ("grpc.max_connection_age_grace_ms", 30_000),
+                # Behind a Kubernetes ClusterIP connections, not calls, are balanced: recycle them
+                # (without cutting the streams under way), and let keepalive pings through.
+                *self.connection.options(),
                 ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ],
         )
@@ -333,6 +334,8 @@ class GrpcApp:
         self.grace_s = grace_s
         self.server: GrpcServer | None = None
         self._readiness: asyncio.Task[None] | None = None
+        # Set by whoever builds the app from its settings (ServiceAddresses.connection_policy()).
+        self.connection = ConnectionPolicy()
 
     @property
     def target(self) -> str:
@@ -353,7 +356,7 @@ class GrpcApp:
 
     async def start(self) -> None:
         registrations = await self.open()
-        self.server = GrpcServer(self.name, self.address, registrations, self.grace_s)
+        self.server = GrpcServer(self.name, self.address, registrations, self.grace_s, self.connection)
         try:
             await self.server.start()
         except BaseException:
@@ -381,9 +384,11 @@ class GrpcApp:
 
     async def stop(self) -> None:
         if self._readiness is not None:
-            self._readiness.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._readiness
+            # Python 3.11's wait_for can swallow a cancellation that lands as the check it wraps
+            # completes (gh-86296), and the watch then sleeps on: cancel until it is done.
+            while not self._readiness.done():
+                self._readiness.cancel()
+                await asyncio.wait({self._readiness}, timeout=0.1)
             self._readiness = None
         if self.server is not None:
             await self.server.stop()

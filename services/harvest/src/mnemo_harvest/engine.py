@@ -29,6 +29,7 @@ from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
 from mnemo_harvest.placement import is_internal, lookup_paths
 from mnemo_harvest.readers import reader_roots
+from mnemo_harvest.readers.lines import SessionRefused
 from mnemo_harvest.render import (
     extract_marked,
     header,
@@ -40,7 +41,7 @@ from mnemo_harvest.render import (
 from mnemo_harvest.settings import HarvestSettings
 from mnemo_harvest.sources import Record, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
-from mnemo_platform import CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
+from mnemo_platform import ALL_WORKSPACES, CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
 from mnemo_redact import redact
 
 log = structlog.get_logger("mnemo.harvest")
@@ -51,9 +52,30 @@ TRANSCRIPT = "transcript"
 HARVEST_PRINCIPAL = "harvest"
 
 
-def _as_harvest() -> list[tuple[str, str]]:
-    """Harvest writes as itself, whoever asked for the run: the memories are the sessions' own."""
-    return CallContext(principal=HARVEST_PRINCIPAL, request_id=current_call().request_id).metadata()
+def harvest_principal(workspaces: tuple[str, ...], role: str = "agent") -> CallContext:
+    """Harvest acts as itself, whoever asked for the run (the memories are the sessions' own), and
+    with the least it needs: an agent's role (write memories, open the candidates' review
+    proposals as ingest does for them; never confirm, purge, administer tokens or write `global`)
+    bound to `workspaces`."""
+    return CallContext(
+        principal=HARVEST_PRINCIPAL, request_id=current_call().request_id, role=role, workspaces=workspaces
+    )
+
+
+def _as_writer(workspace: str) -> list[tuple[str, str]]:
+    """A session's writes: bound to the one workspace the session was placed in."""
+    return harvest_principal((workspace,)).metadata()
+
+
+def _as_placer() -> list[tuple[str, str]]:
+    """Placement looks a session's directory up among every registered workspace: an agent's role
+    over all of them (still no admin action, and `global` stays read-only to it)."""
+    return harvest_principal((ALL_WORKSPACES,)).metadata()
+
+
+def _as_registrar() -> list[tuple[str, str]]:
+    """Registering a workspace is an admin action: only with MNEMO_HARVEST_AUTO_REGISTER, for that call alone."""
+    return harvest_principal((ALL_WORKSPACES,), role="admin").metadata()
 
 
 def source_uri(agent: str, session_id: str) -> str:
@@ -251,15 +273,24 @@ class HarvestEngine:
                     and row["final"]
                     and row["derived_with"] == self.derived_with
                 )
-                or row["skip_reason"] == skip_label(pb.SKIP_REASON_TOMBSTONED)
+                # A deleted session stays deleted; a hostile file is not read again until it changes.
+                or row["skip_reason"] in (skip_label(pb.SKIP_REASON_TOMBSTONED), skip_label(pb.SKIP_REASON_TOO_LARGE))
             )
         )
         if unchanged_since_last and row is not None:
             return Outcome(pb.RUN_OUTCOME_UNCHANGED, row["detail"] or "", str(row["memory_id"] or ""))
         if self.paused:
             return await self._skip(ref, pb.SKIP_REASON_PAUSED, f"paused: {self.paused}", "paused: low disk")
+        limit = self.settings.max_session_bytes
+        if ref.size > limit:
+            # Refused on its size alone: a 2 GB file costs a stat, not a read.
+            return await self._too_large(
+                ref, mtime, f"too large: {ref.size} bytes on disk, over MNEMO_HARVEST_MAX_SESSION_BYTES ({limit})"
+            )
         try:
             session = await asyncio.to_thread(reader.read, ref)
+        except SessionRefused as exc:
+            return await self._too_large(ref, mtime, exc.reason)
         except OSError as exc:
             await self._record(ref, Record(pb.SOURCE_STATE_FAILED, f"unreadable: {exc}"), attempts=True)
             return _failed(f"unreadable: {exc}")
@@ -269,12 +300,15 @@ class HarvestEngine:
             log.info(
                 "session_records_skipped", agent=ref.agent, session_id=ref.key, by_type=dict(session.skipped_records)
             )
+        if session.refused:
+            log.warning("session_lines_refused", agent=ref.agent, session_id=ref.key, lines=session.refused[:10])
         if is_internal(session.cwd, session.first_prompt, self.data_dir):
             detail = "self-capture: a session of Mnemo's own"
             return await self._skip(ref, pb.SKIP_REASON_SELF_CAPTURE, detail, "self-capture", cwd=session.cwd)
         if not session.turns:
-            detail = "empty: no conversation in the session"
-            return await self._skip(ref, pb.SKIP_REASON_EMPTY, detail, "empty", cwd=session.cwd)
+            detail = "empty: no conversation in the session" + _refused_note(session)
+            shown = "empty" + _refused_note(session)
+            return await self._skip(ref, pb.SKIP_REASON_EMPTY, detail, shown, cwd=session.cwd)
         workspace = await self._place(session.cwd, places)
         if workspace is None:
             detail = f"no-workspace: {session.cwd or 'no working directory recorded'}"
@@ -318,7 +352,7 @@ class HarvestEngine:
             ),
         )
         try:
-            response = await self.ingest.WriteMemory(request, metadata=_as_harvest())
+            response = await self.ingest.WriteMemory(request, metadata=_as_writer(workspace))
         except grpc.aio.AioRpcError as exc:
             if reason_of(exc) == reasons_pb.ERROR_REASON_TOMBSTONED:
                 # A deleted session stays deleted: ingest refuses its source while the tombstone stands.
@@ -340,14 +374,21 @@ class HarvestEngine:
             ingest_pb.WRITE_OUTCOME_CREATED: pb.RUN_OUTCOME_HARVESTED,
             ingest_pb.WRITE_OUTCOME_NEW_VERSION: pb.RUN_OUTCOME_NEW_VERSION,
         }.get(response.outcome, pb.RUN_OUTCOME_UNCHANGED)
-        await self._write_extracted(session, workspace, uri, memory.id, content if summarizer != TRANSCRIPT else "")
+        unwritten = await self._write_extracted(
+            session, workspace, uri, memory.id, content if summarizer != TRANSCRIPT else ""
+        )
+        if unwritten:
+            # Not final until its candidates land: the next run derives it again (ingest answers
+            # `unchanged` for the session) and writes them with the same keys, so none is doubled.
+            final = False
+            detail = "; ".join(filter(None, [detail, f"{unwritten}; retried next run"]))
         # A copy read back from the archive stays as it is (its age decides its retention).
         archive = None if from_archive else await self._archive(session)
         if from_archive:
             detail = detail or f"re-derived from the archive ({self.derived_with})"
         await self._record(
             ref,
-            Record(pb.SOURCE_STATE_HARVESTED, detail or f"version {memory.version}"),
+            Record(pb.SOURCE_STATE_HARVESTED, (detail or f"version {memory.version}") + _refused_note(session)),
             cwd=session.cwd,
             workspace=workspace,
             memory_id=memory.id,
@@ -366,8 +407,11 @@ class HarvestEngine:
         )
         return Outcome(outcome, detail, memory.id)
 
-    async def _write_extracted(self, session: Session, workspace: str, uri: str, memory_id: str, summary: str) -> None:
-        """DECISION:/LESSON: lines become candidate memories awaiting review, linked to the session."""
+    async def _write_extracted(self, session: Session, workspace: str, uri: str, memory_id: str, summary: str) -> str:
+        """DECISION:/LESSON: lines become candidate memories awaiting review, linked to the session.
+
+        Returns "" when every line landed (or was refused for good: a retry would be refused again),
+        else what failed for a reason that may pass (ingest unavailable, a deadline)."""
         items = extract_marked(session)
         if summary:
             items += [i for i in extract_marked(_summary_session(session, summary)) if i not in items]
@@ -385,25 +429,35 @@ class HarvestEngine:
                     content=text,
                     tags=[session.agent, item.kind],
                     metadata=metadata,
-                    # One identity per line: re-deriving a grown session does not duplicate it.
+                    # One identity per line: re-deriving a grown session does not duplicate it, and
+                    # the key makes a retry after a lost answer return the first write.
                     source_uri=f"{uri}#{item.kind}-{digest}",
+                    idempotency_key=f"harvest:{uri}#{item.kind}-{digest}",
                     provenance=common_pb2.PROVENANCE_EXTRACTED,
                     status=common_pb2.MEMORY_STATUS_CANDIDATE,
                 )
             )
         if not requests:
-            return
+            return ""
         # One call for the session's lines: each is answered alone, so a refused one costs only itself.
         try:
             response = await self.ingest.WriteMemories(
-                ingest_pb.WriteMemoriesRequest(items=requests), metadata=_as_harvest()
+                ingest_pb.WriteMemoriesRequest(items=requests), metadata=_as_writer(workspace)
             )
         except grpc.aio.AioRpcError as exc:
-            log.info("extracted_memories_not_written", code=exc.code().name, detail=exc.details())
-            return
+            log.warning("extracted_memories_not_written", code=exc.code().name, count=len(requests))
+            if exc.code() in _TRANSIENT:
+                return f"{len(requests)} candidate writes failed ({exc.code().name})"
+            return ""
+        failed = []
         for result in response.results:
             if result.error.code:
-                log.info("extracted_memory_not_written", code=result.error.code, detail=result.error.message)
+                log.warning("extracted_memory_not_written", code=result.error.code, detail=result.error.message)
+                if result.error.code in _TRANSIENT_NAMES:
+                    failed.append(result.error.code)
+        if failed:
+            return f"{len(failed)} of {len(requests)} candidate writes failed ({', '.join(sorted(set(failed)))})"
+        return ""
 
     async def _archive(self, session: Session) -> tuple[str, int] | None:
         if self.archive is None or self.paused:
@@ -436,7 +490,7 @@ class HarvestEngine:
         for path in candidates:
             try:
                 response = await self.search.ResolveWorkspace(
-                    search_pb.ResolveWorkspaceRequest(workspace=path), metadata=_as_harvest()
+                    search_pb.ResolveWorkspaceRequest(workspace=path), metadata=_as_placer()
                 )
             except grpc.aio.AioRpcError as exc:
                 if reason_of(exc) not in _NOT_A_WORKSPACE:
@@ -446,7 +500,7 @@ class HarvestEngine:
             break
         if workspace is None and self.settings.auto_register:
             response = await self.ingest.AddWorkspace(
-                ingest_pb.AddWorkspaceRequest(root_path=candidates[0]), metadata=_as_harvest()
+                ingest_pb.AddWorkspaceRequest(root_path=candidates[0]), metadata=_as_registrar()
             )
             workspace = response.workspace.id
             log.info("workspace_auto_registered", root=candidates[0], workspace=workspace)
@@ -458,14 +512,41 @@ class HarvestEngine:
     async def _record(self, ref: SourceRef, outcome: Record, **fields: Any) -> None:
         await sources.record(self.pool, ref, outcome, **fields)
 
+    async def _too_large(self, ref: SourceRef, mtime: datetime, detail: str) -> Outcome:
+        """Skips a session over the size cap; it is not looked at again until its files change."""
+        log.warning("session_too_large", agent=ref.agent, session_id=ref.key, detail=detail)
+        return await self._skip(ref, pb.SKIP_REASON_TOO_LARGE, detail, detail, harvested=(ref, mtime))
+
     async def _skip(self, ref: SourceRef, skip: int, detail: str, shown: str, **fields: Any) -> Outcome:
         """Records a deliberate skip (`detail` for the status) and reports it (`shown` for the run)."""
         await self._record(ref, Record(pb.SOURCE_STATE_SKIPPED, detail, skip), **fields)
         return Outcome(pb.RUN_OUTCOME_SKIPPED, shown, skip=skip)
 
 
+# Failures that may pass by themselves: a candidate write refused with one of these is tried again.
+_TRANSIENT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+_TRANSIENT_NAMES = frozenset(code.name for code in _TRANSIENT)
+
 # What a path that is no registered workspace's answers when resolved: the session stays unplaced.
 _NOT_A_WORKSPACE = (reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND, reasons_pb.ERROR_REASON_INVALID_ARGUMENT)
+
+
+def _refused_note(session: Session) -> str:
+    """The lines left out as hostile, for the session's status: the first three and a count."""
+    if not session.refused:
+        return ""
+    more = f" and {len(session.refused) - 3} more" if len(session.refused) > 3 else ""
+    return f" ({len(session.refused)} lines refused: {'; '.join(session.refused[:3])}{more})"
 
 
 def _summary_session(session: Session, summary: str) -> Session:

@@ -69,6 +69,8 @@ class Session:
     """skipped_records counts records of unknown or ignored types, by type."""
     malformed: list[tuple[str, int]] = field(default_factory=list)
     """malformed lists (file, 1-based line) of lines that were not valid JSON and were skipped."""
+    refused: list[str] = field(default_factory=list)
+    """refused names lines refused as hostile (`file:line: longer than … bytes`, `nested deeper than …`)."""
     content_digest: str = ""
     """content_digest identifies the content read: the same session content gives the same digest."""
     size: int = 0
@@ -121,7 +123,9 @@ class Reader(Protocol):
     def read(self, ref: SourceRef) -> Session:
         """The whole session. Never raises for bad content: malformed lines are skipped and listed
         in Session.malformed, unknown record types counted in Session.skipped_records. Raises
-        OSError only when the source cannot be read at all (vanished, permission denied)."""
+        OSError only when the source cannot be read at all (vanished, permission denied), and
+        SessionRefused (mnemo_harvest.readers.lines) when it is over the session cap; a line over
+        the line or depth cap is left out and listed in Session.refused."""
         ...
 
 

@@ -62,6 +62,7 @@ class HarvestServicer(pb_grpc.HarvestServiceServicer):
                 failed=states[failed],
                 skipped=dict(reasons),
                 failures=[_source(r) for r in mine if r["state"] == failed][:10],
+                refused=[_source(r) for r in mine if _refused(r)][:10],
             )
         return response
 
@@ -114,4 +115,11 @@ def _source(r: asyncpg.Record) -> pb.Source:
         updated_at=timestamp(r["mtime"]),
         harvested_at=timestamp(r["harvested_at"]),
         skip_reason=r["skip_reason"] or "",
+    )
+
+
+def _refused(row: Any) -> bool:
+    """A session harvest would not read whole: too large, or with lines refused (named in its detail)."""
+    return row["skip_reason"] == sources.skip_label(pb.SKIP_REASON_TOO_LARGE) or " lines refused: " in (
+        row["detail"] or ""
     )

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from mnemo_harvest.model import AGENTS
+from mnemo_harvest.readers.lines import Limits
 from mnemo_platform.settings import (
     SettingsError,
     parse_bool,
@@ -90,6 +91,25 @@ class HarvestSettings:
         "Harvest pauses its writes (with a logged warning) while the data directory's disk has less free space.",
         parse_positive_int,
     )
+
+    max_session_bytes: int = setting(
+        "MNEMO_HARVEST_MAX_SESSION_BYTES",
+        256 << 20,
+        "A session whose files hold more bytes than this (decompressed, for `.zst`) is skipped as too large, "
+        "unread; files are read as a stream, never whole.",
+        parse_positive_int,
+    )
+    max_line_bytes: int = setting(
+        "MNEMO_HARVEST_MAX_LINE_BYTES",
+        8 << 20,
+        "A session file's JSON line longer than this is left out of the session (and named in its status).",
+        parse_positive_int,
+    )
+
+    @property
+    def limits(self) -> Limits:
+        """The caps the readers apply to session files; nesting deeper than 200 levels is refused per line."""
+        return Limits(self.max_session_bytes, self.max_line_bytes)
 
     @property
     def enabled_agents(self) -> list[str]:

@@ -42,6 +42,7 @@ class HarvestOperations(OperationsBase):
         data["last_run_at"] = iso(response.last_run_at)
         for agent, status in zip(data["agents"], response.agents, strict=True):
             agent["failures"] = [source_json(f) for f in status.failures]
+            agent["refused"] = [source_json(f) for f in status.refused]
         return data
 
     async def harvest_sources(self, agent: str, state: str, page_size: int, page_token: str) -> dict[str, Any]:

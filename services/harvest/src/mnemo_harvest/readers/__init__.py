@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mnemo_harvest.model import Reader
-from mnemo_harvest.settings import HarvestSettings
+
+if TYPE_CHECKING:
+    # Only a hint: the settings import the readers' Limits from this package.
+    from mnemo_harvest.settings import HarvestSettings
 
 
 def build_readers(settings: HarvestSettings) -> dict[str, Reader]:
     """The enabled readers, each pointed at its configured (or the agent's default) root."""
     readers: dict[str, Reader] = {}
+    limits = settings.limits
     for agent in settings.enabled_agents:
         if agent == "claude-code":
             from mnemo_harvest.readers.claude import ClaudeCodeReader
 
-            readers[agent] = ClaudeCodeReader([Path(p) for p in settings.claude_roots()])
+            readers[agent] = ClaudeCodeReader([Path(p) for p in settings.claude_roots()], limits)
         elif agent == "codex":
             from mnemo_harvest.readers.codex import CodexReader
 
-            readers[agent] = CodexReader(Path(settings.codex_root()))
+            readers[agent] = CodexReader(Path(settings.codex_root()), limits)
         elif agent == "opencode":
             from mnemo_harvest.readers.opencode import OpenCodeReader
 
@@ -30,7 +35,7 @@ def build_readers(settings: HarvestSettings) -> dict[str, Reader]:
         elif agent == "pi":
             from mnemo_harvest.readers.pi import PiReader
 
-            readers[agent] = PiReader(Path(settings.pi_root()))
+            readers[agent] = PiReader(Path(settings.pi_root()), limits)
     return readers
 
 

@@ -28,7 +28,6 @@ How the format's quirks are handled (docs/session-formats.md §1):
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -37,8 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn
 from mnemo_harvest.readers.fields import field_str
+from mnemo_harvest.readers.lines import Budget, Limits, head_lines, json_line, raw_lines, read_small_json, refusal
 from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "claude-code"
@@ -110,13 +110,14 @@ class ClaudeCodeReader:
 
     agent = AGENT
 
-    def __init__(self, projects_dirs: Sequence[Path]) -> None:
+    def __init__(self, projects_dirs: Sequence[Path], limits: Limits | None = None) -> None:
         self.projects_dirs = [Path(p) for p in projects_dirs]
+        self.limits = limits or Limits()
 
     def discover(self) -> Iterator[SourceRef]:
         for root in self.projects_dirs:
             for project in _subdirs(root):
-                legacy = _legacy_agent_files(project)
+                legacy = _legacy_agent_files(project, self.limits)
                 for path in _session_files(project):
                     files = [path, *_subagent_files(path), *legacy.get(path.stem, [])]
                     ref = _ref(path.stem, path, files)
@@ -130,8 +131,8 @@ class ClaudeCodeReader:
         `sessionId`, so a renamed copy keeps its identity. Raises OSError if the file is unreadable."""
         key = path.stem
         if not _UUID_RE.match(key):
-            key = _first_session_id(path) or key
-        files = [path, *_subagent_files(path), *_legacy_agent_files(path.parent).get(key, [])]
+            key = _first_session_id(path, self.limits) or key
+        files = [path, *_subagent_files(path), *_legacy_agent_files(path.parent, self.limits).get(key, [])]
         ref = _ref(key, path, files)
         if ref is None:
             raise FileNotFoundError(path)
@@ -139,25 +140,27 @@ class ClaudeCodeReader:
 
     def read(self, ref: SourceRef) -> Session:
         main = Path(ref.path)
-        main_bytes = main.read_bytes()
-        extra: list[tuple[Path, bytes]] = []
-        for path in [*_subagent_files(main), *_legacy_agent_files(main.parent).get(ref.key, [])]:
+        budget = Budget(self.limits)
+        diag = _Diag()
+        # The files stream through one digest, in this order, as they always have: a session's
+        # fingerprint does not change with the way it is read.
+        records = _parse(main, diag, budget)
+        extra: list[tuple[Path, list[_Rec], str, int]] = []
+        for path in [*_subagent_files(main), *_legacy_agent_files(main.parent, self.limits).get(ref.key, [])]:
+            budget.separator(b"\0" + _relative(path, main.parent).encode() + b"\0")
+            own = Budget(self.limits)
             try:
-                extra.append((path, path.read_bytes()))
+                lines = _parse(path, diag, budget, own)
             except OSError:
                 continue  # a subagent file that vanished is not worth failing the session for
-
-        diag = _Diag()
-        records = _parse(main_bytes, str(main), diag)
+            extra.append((path, lines, own.digest, own.read))
         session = _build_root(ref.key, str(main), records, diag)
-        session.subagents = _build_subagents(main, records, extra, diag)
+        session.subagents = _build_subagents(main, records, extra, diag, self.limits)
         session.malformed = diag.malformed
         session.skipped_records = diag.skipped
-        parts: list[bytes] = [main_bytes]
-        for path, data in extra:
-            parts += [b"\0" + _relative(path, main.parent).encode() + b"\0", data]
-        session.content_digest = digest(*parts)
-        session.size = len(main_bytes) + sum(len(data) for _, data in extra)
+        session.refused = budget.refused
+        session.content_digest = budget.digest
+        session.size = budget.read
         return session
 
 
@@ -186,7 +189,7 @@ def _subagent_files(main: Path) -> list[Path]:
         return []
 
 
-def _legacy_agent_files(project: Path) -> dict[str, list[Path]]:
+def _legacy_agent_files(project: Path, limits: Limits) -> dict[str, list[Path]]:
     """Older CLIs wrote `agent-<id>.jsonl` next to the sessions: index them by their `sessionId`."""
     index: dict[str, list[Path]] = {}
     try:
@@ -194,22 +197,17 @@ def _legacy_agent_files(project: Path) -> dict[str, list[Path]]:
     except OSError:
         return index
     for path in candidates:
-        session_id = _first_session_id(path)
+        session_id = _first_session_id(path, limits)
         if session_id:
             index.setdefault(session_id, []).append(path)
     return index
 
 
-def _first_session_id(path: Path, max_lines: int = 5) -> str | None:
+def _first_session_id(path: Path, limits: Limits, max_lines: int = 5) -> str | None:
     try:
-        with path.open("rb") as fh:
-            for _, raw in zip(range(max_lines), fh, strict=False):
-                try:
-                    data = json.loads(raw)
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(data, dict) and isinstance(data.get("sessionId"), str) and data["sessionId"]:
-                    return data["sessionId"]
+        for data in head_lines(path, max_lines, limits):
+            if isinstance(data, dict) and isinstance(data.get("sessionId"), str) and data["sessionId"]:
+                return str(data["sessionId"])
     except OSError:
         return None
     return None
@@ -238,20 +236,39 @@ def _relative(path: Path, base: Path) -> str:
 # ------------------------------------------------------------------------------------------ parsing
 
 
-def _parse(data: bytes, source: str, diag: _Diag) -> list[_Rec]:
+def _parse(path: Path, diag: _Diag, budget: Budget, own: Budget | None = None) -> list[_Rec]:
+    """The file's records, streamed line by line through the session's budget (and the file's `own`)."""
     records: list[_Rec] = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
+    source = str(path)
+    for number, raw in raw_lines(path, _Tee(budget, own) if own is not None else budget):
+        if raw is None:
+            budget.refused.append(refusal(path, number, f"longer than {budget.limits.max_line_bytes} bytes"))
+            continue
         if not raw.strip():
             continue
-        try:
-            value = json.loads(raw.decode("utf-8", errors="replace"))
-        except (ValueError, RecursionError):
-            value = None
+        value, why = json_line(raw, budget.limits)
+        if why:
+            budget.refused.append(refusal(path, number, why))
+            continue
         if not isinstance(value, dict):
             diag.malformed.append((source, number))
             continue
         records.append(_Rec(source, number, value))
     return records
+
+
+class _Tee(Budget):
+    """The session's budget, also counting one file's own digest and size (a subagent file's)."""
+
+    def __init__(self, session: Budget, own: Budget) -> None:
+        super().__init__(session.limits)
+        self.session = session
+        self.own = own
+
+    def feed(self, chunk: bytes, path: Path) -> None:
+        self.session.feed(chunk, path)
+        self.own.hasher.update(chunk)
+        self.own.read += len(chunk)
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -480,15 +497,17 @@ def _has_tool_result(rec: _Rec) -> bool:
 # --------------------------------------------------------------------------------------- subagents
 
 
-def _build_subagents(main: Path, records: list[_Rec], files: list[tuple[Path, bytes]], diag: _Diag) -> list[Session]:
+def _build_subagents(
+    main: Path, records: list[_Rec], files: list[tuple[Path, list[_Rec], str, int]], diag: _Diag, limits: Limits
+) -> list[Session]:
     parent_uuids = {r.uuid for r in records if r.uuid and not _is_sidechain(r)}
     parent_messages = {r.message_id for r in records if r.message_id and not _is_sidechain(r)}
     descriptions = _spawn_descriptions(records)
     groups: dict[str, tuple[str, list[_Rec], dict[str, Any]]] = {}
-    for path, data in files:
+    digests = {str(path): (file_digest, size) for path, _, file_digest, size in files}
+    for path, lines, _, _ in files:
         agent_id = path.stem.removeprefix("agent-")
-        meta = _load_meta(path.with_name(f"{path.stem}.meta.json"))
-        lines = _parse(data, str(path), diag)
+        meta = _load_meta(path.with_name(f"{path.stem}.meta.json"), limits)
         for rec in lines:
             if not _is_conversation(rec):
                 diag.skipped[rec.type] += 1
@@ -513,8 +532,7 @@ def _build_subagents(main: Path, records: list[_Rec], files: list[tuple[Path, by
         child.turns = _turns(own, child.cwd)
         child.last_turn_closed = _last_turn_closed(own)
         if source != str(main):
-            data = next(d for p, d in files if str(p) == source)
-            child.content_digest, child.size = digest(data), len(data)
+            child.content_digest, child.size = digests[source]
         if child.turns:
             children.append(child)
     children.sort(key=lambda c: c.started_at or datetime.max.replace(tzinfo=UTC))
@@ -573,10 +591,10 @@ def _spawn_descriptions(records: list[_Rec]) -> dict[str, str]:
     return {a: call_descriptions[c] for a, c in agent_calls.items() if c in call_descriptions}
 
 
-def _load_meta(path: Path) -> dict[str, Any]:
+def _load_meta(path: Path, limits: Limits) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        value = read_small_json(path, limits)
+    except OSError:
         return {}
     return value if isinstance(value, dict) else {}
 

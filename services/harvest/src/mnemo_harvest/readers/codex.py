@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 import zstandard
 
-from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants, digest
+from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, descendants
 from mnemo_harvest.readers.fields import field_dict, field_str
+from mnemo_harvest.readers.lines import MAX_ZSTD_WINDOW, Budget, Limits, SessionRefused, json_line, raw_lines, refusal
 from mnemo_harvest.readers.stubs import one_line
 
 AGENT = "codex"
@@ -68,7 +69,8 @@ class _Record:
 @dataclass
 class _Parsed:
     path: str
-    data: bytes
+    digest: str
+    size: int
     records: list[_Record] = field(default_factory=list)
     malformed: list[tuple[str, int]] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
@@ -92,8 +94,9 @@ class CodexReader:
 
     agent = AGENT
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, limits: Limits | None = None) -> None:
         self.home = Path(home)
+        self.limits = limits or Limits()
         self._meta_cache: dict[Path, tuple[int, int, _Rollout | None]] = {}
         self._threads: dict[str, _Rollout] | None = None
 
@@ -187,7 +190,9 @@ class CodexReader:
             if moved is None:
                 raise FileNotFoundError(f"codex thread {ref.key} is gone from {ref.path}")
             path = moved.path
-        root = _parse(path)
+        # One budget for the thread's family: the session cap covers the parent and its children.
+        budget = Budget(self.limits)
+        root = _parse(path, budget)
         session = _build(root, ref.key, exclude=None)
         own = threads.get(ref.key)
         parent_id = own.parent_id if own is not None else _parent_of(_meta_payload(root))
@@ -196,42 +201,41 @@ class CodexReader:
 
         children = _children_by_parent(threads)
         parsed: dict[str, _Parsed] = {ref.key: root}
-        parts = [root.data]
         for child_id in descendants(ref.key, children):
             child = threads[child_id]
             try:
-                child_parsed = _parse(child.path)
+                child_parsed = _parse(child.path, budget)
             except OSError:
                 continue  # a child that vanished mid-read is picked up on the next pass
             parsed[child_id] = child_parsed
             parent = parsed.get(child.parent_id or "")
             exclude = Counter(r.replay_key for r in parent.records) if parent is not None else None
             child_session = _build(child_parsed, child_id, exclude=exclude)
-            child_session.content_digest = digest(child_parsed.data)
-            child_session.size = len(child_parsed.data)
+            child_session.content_digest = child_parsed.digest
+            child_session.size = child_parsed.size
             session.subagents.append(child_session)
-            parts.append(child_parsed.data)
 
         titles = self._titles()
         for s in (session, *session.subagents):
             s.title = titles.get(s.session_id)
         session.last_turn_closed = all(s.last_turn_closed for s in (session, *session.subagents))
-        session.content_digest = digest(*parts)
-        session.size = sum(len(p) for p in parts)
+        # The family's digest is over its files in this order, as when they were read whole.
+        session.content_digest = budget.digest
+        session.size = budget.read
+        session.refused = budget.refused
         return session
 
     def _titles(self) -> dict[str, str]:
         """Thread names from session_index.jsonl: append-only, the newest line wins."""
         titles: dict[str, str] = {}
+        index = self.home / "session_index.jsonl"
+        # Its own budget: the index is Codex's, not a session's, but it is no more trusted.
         try:
-            data = (self.home / "session_index.jsonl").read_bytes()
-        except OSError:
+            lines = list(raw_lines(index, Budget(self.limits)))
+        except (OSError, SessionRefused):
             return titles
-        for raw in data.splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
+        for _, raw in lines:
+            entry, _ = json_line(raw, self.limits) if raw is not None else (None, "")
             if not isinstance(entry, dict):
                 continue
             thread_id, name = entry.get("id"), entry.get("thread_name")
@@ -256,36 +260,20 @@ def _is_rollout_name(name: str) -> bool:
     return name.startswith("rollout-") and (name.endswith(".jsonl") or name.endswith(".jsonl.zst"))
 
 
-def _read_bytes(path: Path) -> tuple[bytes, bool]:
-    """The decompressed content, and whether a .zst stream ended early (corrupt or still being written)."""
-    if not path.name.endswith(".zst"):
-        return path.read_bytes(), False
-    out = io.BytesIO()
-    with path.open("rb") as fh:
-        reader = zstandard.ZstdDecompressor().stream_reader(fh)
-        try:
-            while chunk := reader.read(1 << 20):
-                out.write(chunk)
-        except zstandard.ZstdError:
-            return out.getvalue(), True
-    return out.getvalue(), False
-
-
 def _read_meta(path: Path) -> dict[str, Any]:
     """The session_meta payload (or legacy bare meta) from the head of a rollout, {} when there is none."""
     with path.open("rb") as raw:
         stream: Any = raw
         if path.name.endswith(".zst"):
-            stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw))
+            stream = io.BufferedReader(zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW).stream_reader(raw))
         try:
             for number in range(_META_SCAN_LINES):
-                line = stream.readline()
+                line = stream.readline(Limits.max_line_bytes + 1)
                 if not line:
                     break
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
+                if len(line) > Limits.max_line_bytes:
+                    return {}  # no meta line is this long
+                obj, _ = json_line(line, Limits())
                 if not isinstance(obj, dict):
                     continue
                 if obj.get("type") == "session_meta" and isinstance(obj.get("payload"), dict):
@@ -319,28 +307,58 @@ def _children_by_parent(threads: dict[str, _Rollout]) -> dict[str, list[str]]:
 # -- parsing -------------------------------------------------------------------------------------
 
 
-def _parse(path: Path) -> _Parsed:
-    data, truncated = _read_bytes(path)
-    parsed = _Parsed(path=str(path), data=data)
-    lines = data.split(b"\n")
+def _parse(path: Path, family: Budget) -> _Parsed:
+    """One rollout streamed line by line, counted against its family's budget; its own digest kept."""
+    own = Budget(family.limits)
+    tee = _Tee(family, own)
+    records: list[_Record] = []
+    malformed: list[tuple[str, int]] = []
+    skipped: Counter[str] = Counter()
     legacy_meta_possible = True
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            parsed.malformed.append((parsed.path, number))
+    number = 0
+    truncated = False
+    try:
+        for number, raw in raw_lines(path, tee):
+            if raw is None:
+                family.refused.append(refusal(path, number, f"longer than {family.limits.max_line_bytes} bytes"))
+                legacy_meta_possible = False
+                continue
+            if not raw.strip():
+                continue
+            obj, why = json_line(raw, family.limits)
+            if why:
+                family.refused.append(refusal(path, number, why))
+                legacy_meta_possible = False
+                continue
+            if obj is None and raw.strip() != b"null":
+                malformed.append((str(path), number))
+                legacy_meta_possible = False
+                continue
+            if not isinstance(obj, dict):
+                skipped["non_object_line"] += 1
+                continue
+            records.append(_record(number, obj, legacy_meta_possible))
             legacy_meta_possible = False
-            continue
-        if not isinstance(obj, dict):
-            parsed.skipped["non_object_line"] += 1
-            continue
-        parsed.records.append(_record(number, obj, legacy_meta_possible))
-        legacy_meta_possible = False
+    except zstandard.ZstdError:
+        truncated = True  # corrupt, or still being written: what came before the fault is kept
+    parsed = _Parsed(str(path), own.digest, own.read, records, malformed, skipped)
     if truncated:
-        parsed.malformed.append((parsed.path, len(lines) + 1))
+        parsed.malformed.append((parsed.path, number + 1))
     return parsed
+
+
+class _Tee(Budget):
+    """The family's budget, also counting one file's own digest and size."""
+
+    def __init__(self, family: Budget, own: Budget) -> None:
+        super().__init__(family.limits)
+        self.family = family
+        self.own = own
+
+    def feed(self, chunk: bytes, path: Path) -> None:
+        self.family.feed(chunk, path)
+        self.own.hasher.update(chunk)
+        self.own.read += len(chunk)
 
 
 def _record(number: int, obj: dict[str, Any], first: bool) -> _Record:
@@ -547,10 +565,12 @@ def _tool_call(payload: dict[str, Any]) -> ToolCall:
             return ToolCall(name=name, summary=one_line(", ".join(files)), files=files)
         return ToolCall(name=name, summary=one_line(body.strip().splitlines()[0] if body.strip() else ""))
     arguments = payload.get("arguments")
-    try:
-        args = json.loads(arguments) if isinstance(arguments, str) else arguments
-    except ValueError:
-        args = arguments  # not JSON (redacted, or a truncated line): keep the text
+    args = arguments
+    if isinstance(arguments, str):
+        # Arguments are JSON inside a string, under the same depth cap as a line.
+        parsed, _ = json_line(arguments.encode(), Limits())
+        if isinstance(parsed, dict):
+            args = parsed  # otherwise not JSON (redacted, a truncated line, too deep): keep the text
     if not isinstance(args, dict):
         return ToolCall(name=name, summary=one_line(str(args or "")))
     command = args.get("cmd", args.get("command"))

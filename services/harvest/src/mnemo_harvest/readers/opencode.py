@@ -293,7 +293,7 @@ def _db_content(conn: sqlite3.Connection, session_id: str, path: Path) -> _Conte
 def _loads_row(raw: Any, where: str, content: _Content) -> dict[str, Any]:
     try:
         data = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         content.malformed.append((where, 1))
         return {}
     return data if isinstance(data, dict) else {}
@@ -370,6 +370,10 @@ def _load_json(path: Path, content: _Content | None = None) -> dict[str, Any]:
         data = json.loads(path.read_bytes())
     except OSError:
         return {}  # deleted by a revert between listing and reading
+    except RecursionError:
+        if content is not None:
+            content.malformed.append((str(path), 1))
+        return {}
     except ValueError as exc:
         if content is not None:
             content.malformed.append((str(path), getattr(exc, "lineno", 1)))

@@ -22,7 +22,6 @@ How the format's quirks are handled (docs/session-formats.md §3):
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -30,8 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn, digest
+from mnemo_harvest.model import Session, SourceRef, ToolCall, Turn
 from mnemo_harvest.readers.fields import field_str
+from mnemo_harvest.readers.lines import Budget, Limits, head_lines, json_line, raw_lines, refusal
 from mnemo_harvest.readers.stubs import display_path, one_line, short_args
 
 AGENT = "pi"
@@ -46,8 +46,9 @@ class PiReader:
 
     agent = AGENT
 
-    def __init__(self, sessions_dir: Path) -> None:
+    def __init__(self, sessions_dir: Path, limits: Limits | None = None) -> None:
         self.sessions_dir = Path(sessions_dir)
+        self.limits = limits or Limits()
 
     def discover(self) -> Iterator[SourceRef]:
         try:
@@ -68,30 +69,32 @@ class PiReader:
     def ref_for(self, path: Path) -> SourceRef:
         """A SourceRef for one session file, keyed by its header id (reads the first lines only)."""
         stat = path.stat()
-        header = _read_header(path)
+        header = _read_header(path, self.limits)
         key = _header_id(header) or _file_name_id(path)
         return SourceRef(agent=AGENT, key=key, path=str(path), mtime=stat.st_mtime, size=stat.st_size)
 
     def read(self, ref: SourceRef) -> Session:
         path = Path(ref.path)
-        data = path.read_bytes()
         session = Session(agent=AGENT, session_id=ref.key, source_path=str(path))
-        session.content_digest, session.size = digest(data), len(data)
+        budget = Budget(self.limits)
         header: dict[str, Any] = {}
         entries: list[dict[str, Any]] = []
-        for number, raw in enumerate(data.split(b"\n"), 1):
+        for number, raw in raw_lines(path, budget):
+            if raw is None:
+                budget.refused.append(refusal(path, number, f"longer than {self.limits.max_line_bytes} bytes"))
+                continue
             if not raw.strip():
                 continue
-            try:
-                value = json.loads(raw.decode("utf-8", errors="replace"))
-            except (ValueError, RecursionError):
-                value = None
-            if not isinstance(value, dict):
+            value, why = json_line(raw, self.limits)
+            if why:
+                budget.refused.append(refusal(path, number, why))
+            elif not isinstance(value, dict):
                 session.malformed.append((str(path), number))
             elif value.get("type") == "session" and not header:
                 header = value
             else:
                 entries.append(value)
+        session.content_digest, session.size, session.refused = budget.digest, budget.read, budget.refused
         session.session_id = _header_id(header) or ref.key
         session.cwd = field_str(header, "cwd", None)
         active = _active_branch(entries)
@@ -102,15 +105,10 @@ class PiReader:
 # ------------------------------------------------------------------------------------------ header
 
 
-def _read_header(path: Path) -> dict[str, Any]:
-    with path.open("rb") as fh:
-        for _, raw in zip(range(HEADER_SCAN_LINES), fh, strict=False):
-            try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(value, dict) and value.get("type") == "session":
-                return value
+def _read_header(path: Path, limits: Limits) -> dict[str, Any]:
+    for value in head_lines(path, HEADER_SCAN_LINES, limits):
+        if isinstance(value, dict) and value.get("type") == "session":
+            return value
     return {}
 
 

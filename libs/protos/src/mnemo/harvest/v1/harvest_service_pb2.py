@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from mnemo.common.v1 import options_pb2 as mnemo_dot_common_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mnemo/harvest/v1/harvest_service.proto\x12\x10mnemo.harvest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmnemo/common/v1/options.proto\"A\n\nRunRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x13\n\x0bignore_idle\x18\x02 \x01(\x08\x12\x0f\n\x07session\x18\x03 \x01(\t\"\xd9\x01\n\x0bRunProgress\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\x05\x12\r\n\x05total\x18\x06 \x01(\x05\x12\x0c\n\x04\x64one\x18\x07 \x01(\x08\x12\x11\n\tharvested\x18\x08 \x01(\x05\x12\x0f\n\x07skipped\x18\t \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\n \x01(\x05\x12\x11\n\tmemory_id\x18\x0b \x01(\t\x12\x13\n\x0bskip_reason\x18\x0c \x01(\t\"\x0f\n\rStatusRequest\"\x9e\x02\n\x0b\x41gentStatus\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\r\n\x05roots\x18\x03 \x03(\t\x12\x14\n\x0csources_seen\x18\x04 \x01(\x05\x12\x11\n\tharvested\x18\x05 \x01(\x05\x12\x0e\n\x06\x61\x63tive\x18\x06 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x07 \x01(\x05\x12;\n\x07skipped\x18\x08 \x03(\x0b\x32*.mnemo.harvest.v1.AgentStatus.SkippedEntry\x12*\n\x08\x66\x61ilures\x18\t \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xd1\x01\n\x0eStatusResponse\x12-\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1d.mnemo.harvest.v1.AgentStatus\x12/\n\x0blast_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ninterval_s\x18\x03 \x01(\x01\x12\x0e\n\x06idle_s\x18\x04 \x01(\x01\x12\x14\n\x0cunregistered\x18\x05 \x03(\t\x12\x15\n\rarchive_bytes\x18\x06 \x01(\x03\x12\x0e\n\x06paused\x18\x07 \x01(\t\"\x86\x02\n\x06Source\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12\x0c\n\x04size\x18\x08 \x01(\x03\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0charvested_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bskip_reason\x18\x0b \x01(\t\"Y\n\x12ListSourcesRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x13ListSourcesResponse\x12)\n\x07sources\x18\x01 \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*y\n\x05\x41gent\x12\x15\n\x11\x41GENT_UNSPECIFIED\x10\x00\x12&\n\x11\x41GENT_CLAUDE_CODE\x10\x01\x1a\x0f\x9a\xb5\x18\x0b\x63laude-code\x12\x0f\n\x0b\x41GENT_CODEX\x10\x02\x12\x12\n\x0e\x41GENT_OPENCODE\x10\x03\x12\x0c\n\x08\x41GENT_PI\x10\x04*\xaa\x01\n\x0bSourceState\x12\x1c\n\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13SOURCE_STATE_ACTIVE\x10\x01\x12\x15\n\x11SOURCE_STATE_IDLE\x10\x02\x12\x1a\n\x16SOURCE_STATE_HARVESTED\x10\x03\x12\x18\n\x14SOURCE_STATE_SKIPPED\x10\x04\x12\x17\n\x13SOURCE_STATE_FAILED\x10\x05*\xad\x01\n\nRunOutcome\x12\x1b\n\x17RUN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15RUN_OUTCOME_HARVESTED\x10\x01\x12\x1b\n\x17RUN_OUTCOME_NEW_VERSION\x10\x02\x12\x19\n\x15RUN_OUTCOME_UNCHANGED\x10\x03\x12\x17\n\x13RUN_OUTCOME_SKIPPED\x10\x04\x12\x16\n\x12RUN_OUTCOME_FAILED\x10\x05*\x84\x02\n\nSkipReason\x12\x1b\n\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12.\n\x18SKIP_REASON_STILL_ACTIVE\x10\x01\x1a\x10\x9a\xb5\x18\x0cstill-active\x12\x16\n\x12SKIP_REASON_PAUSED\x10\x02\x12.\n\x18SKIP_REASON_SELF_CAPTURE\x10\x03\x1a\x10\x9a\xb5\x18\x0cself-capture\x12\x15\n\x11SKIP_REASON_EMPTY\x10\x04\x12.\n\x18SKIP_REASON_NO_WORKSPACE\x10\x05\x1a\x10\x9a\xb5\x18\x0cno-workspace\x12\x1a\n\x16SKIP_REASON_TOMBSTONED\x10\x06\x32\x9b\x03\n\x0eHarvestService\x12\x91\x01\n\x03Run\x12\x1c.mnemo.harvest.v1.RunRequest\x1a\x1d.mnemo.harvest.v1.RunProgress\"K\x90\x02\x02\x88\xb5\x18\x03\x92\xb5\x18@running a harvest (it reads every agent session on this machine)0\x01\x12r\n\x06Status\x12\x1f.mnemo.harvest.v1.StatusRequest\x1a .mnemo.harvest.v1.StatusResponse\"%\x90\x02\x01\x88\xb5\x18\x01\x92\xb5\x18\x1areading the harvest status\x12\x80\x01\n\x0bListSources\x12$.mnemo.harvest.v1.ListSourcesRequest\x1a%.mnemo.harvest.v1.ListSourcesResponse\"$\x90\x02\x01\x88\xb5\x18\x01\x92\xb5\x18\x19listing harvested sourcesb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mnemo/harvest/v1/harvest_service.proto\x12\x10mnemo.harvest.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmnemo/common/v1/options.proto\"A\n\nRunRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x13\n\x0bignore_idle\x18\x02 \x01(\x08\x12\x0f\n\x07session\x18\x03 \x01(\t\"\xd9\x01\n\x0bRunProgress\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\x05\x12\r\n\x05total\x18\x06 \x01(\x05\x12\x0c\n\x04\x64one\x18\x07 \x01(\x08\x12\x11\n\tharvested\x18\x08 \x01(\x05\x12\x0f\n\x07skipped\x18\t \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\n \x01(\x05\x12\x11\n\tmemory_id\x18\x0b \x01(\t\x12\x13\n\x0bskip_reason\x18\x0c \x01(\t\"\x0f\n\rStatusRequest\"\xc9\x02\n\x0b\x41gentStatus\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\r\n\x05roots\x18\x03 \x03(\t\x12\x14\n\x0csources_seen\x18\x04 \x01(\x05\x12\x11\n\tharvested\x18\x05 \x01(\x05\x12\x0e\n\x06\x61\x63tive\x18\x06 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x07 \x01(\x05\x12;\n\x07skipped\x18\x08 \x03(\x0b\x32*.mnemo.harvest.v1.AgentStatus.SkippedEntry\x12*\n\x08\x66\x61ilures\x18\t \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x12)\n\x07refused\x18\n \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xd1\x01\n\x0eStatusResponse\x12-\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1d.mnemo.harvest.v1.AgentStatus\x12/\n\x0blast_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ninterval_s\x18\x03 \x01(\x01\x12\x0e\n\x06idle_s\x18\x04 \x01(\x01\x12\x14\n\x0cunregistered\x18\x05 \x03(\t\x12\x15\n\rarchive_bytes\x18\x06 \x01(\x03\x12\x0e\n\x06paused\x18\x07 \x01(\t\"\x86\x02\n\x06Source\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x11\n\tmemory_id\x18\x07 \x01(\t\x12\x0c\n\x04size\x18\x08 \x01(\x03\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0charvested_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bskip_reason\x18\x0b \x01(\t\"Y\n\x12ListSourcesRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x13ListSourcesResponse\x12)\n\x07sources\x18\x01 \x03(\x0b\x32\x18.mnemo.harvest.v1.Source\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*y\n\x05\x41gent\x12\x15\n\x11\x41GENT_UNSPECIFIED\x10\x00\x12&\n\x11\x41GENT_CLAUDE_CODE\x10\x01\x1a\x0f\x9a\xb5\x18\x0b\x63laude-code\x12\x0f\n\x0b\x41GENT_CODEX\x10\x02\x12\x12\n\x0e\x41GENT_OPENCODE\x10\x03\x12\x0c\n\x08\x41GENT_PI\x10\x04*\xaa\x01\n\x0bSourceState\x12\x1c\n\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13SOURCE_STATE_ACTIVE\x10\x01\x12\x15\n\x11SOURCE_STATE_IDLE\x10\x02\x12\x1a\n\x16SOURCE_STATE_HARVESTED\x10\x03\x12\x18\n\x14SOURCE_STATE_SKIPPED\x10\x04\x12\x17\n\x13SOURCE_STATE_FAILED\x10\x05*\xad\x01\n\nRunOutcome\x12\x1b\n\x17RUN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15RUN_OUTCOME_HARVESTED\x10\x01\x12\x1b\n\x17RUN_OUTCOME_NEW_VERSION\x10\x02\x12\x19\n\x15RUN_OUTCOME_UNCHANGED\x10\x03\x12\x17\n\x13RUN_OUTCOME_SKIPPED\x10\x04\x12\x16\n\x12RUN_OUTCOME_FAILED\x10\x05*\xae\x02\n\nSkipReason\x12\x1b\n\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12.\n\x18SKIP_REASON_STILL_ACTIVE\x10\x01\x1a\x10\x9a\xb5\x18\x0cstill-active\x12\x16\n\x12SKIP_REASON_PAUSED\x10\x02\x12.\n\x18SKIP_REASON_SELF_CAPTURE\x10\x03\x1a\x10\x9a\xb5\x18\x0cself-capture\x12\x15\n\x11SKIP_REASON_EMPTY\x10\x04\x12.\n\x18SKIP_REASON_NO_WORKSPACE\x10\x05\x1a\x10\x9a\xb5\x18\x0cno-workspace\x12\x1a\n\x16SKIP_REASON_TOMBSTONED\x10\x06\x12(\n\x15SKIP_REASON_TOO_LARGE\x10\x07\x1a\r\x9a\xb5\x18\ttoo-large2\x9b\x03\n\x0eHarvestService\x12\x91\x01\n\x03Run\x12\x1c.mnemo.harvest.v1.RunRequest\x1a\x1d.mnemo.harvest.v1.RunProgress\"K\x90\x02\x02\x88\xb5\x18\x03\x92\xb5\x18@running a harvest (it reads every agent session on this machine)0\x01\x12r\n\x06Status\x12\x1f.mnemo.harvest.v1.StatusRequest\x1a .mnemo.harvest.v1.StatusResponse\"%\x90\x02\x01\x88\xb5\x18\x01\x92\xb5\x18\x1areading the harvest status\x12\x80\x01\n\x0bListSources\x12$.mnemo.harvest.v1.ListSourcesRequest\x1a%.mnemo.harvest.v1.ListSourcesResponse\"$\x90\x02\x01\x88\xb5\x18\x01\x92\xb5\x18\x19listing harvested sourcesb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,6 +41,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SKIPREASON'].values_by_name["SKIP_REASON_SELF_CAPTURE"]._serialized_options = b'\232\265\030\014self-capture'
   _globals['_SKIPREASON'].values_by_name["SKIP_REASON_NO_WORKSPACE"]._loaded_options = None
   _globals['_SKIPREASON'].values_by_name["SKIP_REASON_NO_WORKSPACE"]._serialized_options = b'\232\265\030\014no-workspace'
+  _globals['_SKIPREASON'].values_by_name["SKIP_REASON_TOO_LARGE"]._loaded_options = None
+  _globals['_SKIPREASON'].values_by_name["SKIP_REASON_TOO_LARGE"]._serialized_options = b'\232\265\030\ttoo-large'
   _globals['_AGENTSTATUS_SKIPPEDENTRY']._loaded_options = None
   _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_options = b'8\001'
   _globals['_HARVESTSERVICE'].methods_by_name['Run']._loaded_options = None
@@ -49,14 +51,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HARVESTSERVICE'].methods_by_name['Status']._serialized_options = b'\220\002\001\210\265\030\001\222\265\030\032reading the harvest status'
   _globals['_HARVESTSERVICE'].methods_by_name['ListSources']._loaded_options = None
   _globals['_HARVESTSERVICE'].methods_by_name['ListSources']._serialized_options = b'\220\002\001\210\265\030\001\222\265\030\031listing harvested sources'
-  _globals['_AGENT']._serialized_start=1376
-  _globals['_AGENT']._serialized_end=1497
-  _globals['_SOURCESTATE']._serialized_start=1500
-  _globals['_SOURCESTATE']._serialized_end=1670
-  _globals['_RUNOUTCOME']._serialized_start=1673
-  _globals['_RUNOUTCOME']._serialized_end=1846
-  _globals['_SKIPREASON']._serialized_start=1849
-  _globals['_SKIPREASON']._serialized_end=2109
+  _globals['_AGENT']._serialized_start=1419
+  _globals['_AGENT']._serialized_end=1540
+  _globals['_SOURCESTATE']._serialized_start=1543
+  _globals['_SOURCESTATE']._serialized_end=1713
+  _globals['_RUNOUTCOME']._serialized_start=1716
+  _globals['_RUNOUTCOME']._serialized_end=1889
+  _globals['_SKIPREASON']._serialized_start=1892
+  _globals['_SKIPREASON']._serialized_end=2194
   _globals['_RUNREQUEST']._serialized_start=124
   _globals['_RUNREQUEST']._serialized_end=189
   _globals['_RUNPROGRESS']._serialized_start=192
@@ -64,17 +66,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUSREQUEST']._serialized_start=411
   _globals['_STATUSREQUEST']._serialized_end=426
   _globals['_AGENTSTATUS']._serialized_start=429
-  _globals['_AGENTSTATUS']._serialized_end=715
-  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_start=669
-  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_end=715
-  _globals['_STATUSRESPONSE']._serialized_start=718
-  _globals['_STATUSRESPONSE']._serialized_end=927
-  _globals['_SOURCE']._serialized_start=930
-  _globals['_SOURCE']._serialized_end=1192
-  _globals['_LISTSOURCESREQUEST']._serialized_start=1194
-  _globals['_LISTSOURCESREQUEST']._serialized_end=1283
-  _globals['_LISTSOURCESRESPONSE']._serialized_start=1285
-  _globals['_LISTSOURCESRESPONSE']._serialized_end=1374
-  _globals['_HARVESTSERVICE']._serialized_start=2112
-  _globals['_HARVESTSERVICE']._serialized_end=2523
+  _globals['_AGENTSTATUS']._serialized_end=758
+  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_start=712
+  _globals['_AGENTSTATUS_SKIPPEDENTRY']._serialized_end=758
+  _globals['_STATUSRESPONSE']._serialized_start=761
+  _globals['_STATUSRESPONSE']._serialized_end=970
+  _globals['_SOURCE']._serialized_start=973
+  _globals['_SOURCE']._serialized_end=1235
+  _globals['_LISTSOURCESREQUEST']._serialized_start=1237
+  _globals['_LISTSOURCESREQUEST']._serialized_end=1326
+  _globals['_LISTSOURCESRESPONSE']._serialized_start=1328
+  _globals['_LISTSOURCESRESPONSE']._serialized_end=1417
+  _globals['_HARVESTSERVICE']._serialized_start=2197
+  _globals['_HARVESTSERVICE']._serialized_end=2608
 # @@protoc_insertion_point(module_scope)

@@ -46,6 +46,7 @@ class SkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SKIP_REASON_EMPTY: _ClassVar[SkipReason]
     SKIP_REASON_NO_WORKSPACE: _ClassVar[SkipReason]
     SKIP_REASON_TOMBSTONED: _ClassVar[SkipReason]
+    SKIP_REASON_TOO_LARGE: _ClassVar[SkipReason]
 AGENT_UNSPECIFIED: Agent
 AGENT_CLAUDE_CODE: Agent
 AGENT_CODEX: Agent
@@ -70,6 +71,7 @@ SKIP_REASON_SELF_CAPTURE: SkipReason
 SKIP_REASON_EMPTY: SkipReason
 SKIP_REASON_NO_WORKSPACE: SkipReason
 SKIP_REASON_TOMBSTONED: SkipReason
+SKIP_REASON_TOO_LARGE: SkipReason
 
 class RunRequest(_message.Message):
     __slots__ = ("agent", "ignore_idle", "session")
@@ -114,7 +116,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("agent", "enabled", "roots", "sources_seen", "harvested", "active", "failed", "skipped", "failures")
+    __slots__ = ("agent", "enabled", "roots", "sources_seen", "harvested", "active", "failed", "skipped", "failures", "refused")
     class SkippedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +133,7 @@ class AgentStatus(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     agent: str
     enabled: bool
     roots: _containers.RepeatedScalarFieldContainer[str]
@@ -140,7 +143,8 @@ class AgentStatus(_message.Message):
     failed: int
     skipped: _containers.ScalarMap[str, int]
     failures: _containers.RepeatedCompositeFieldContainer[Source]
-    def __init__(self, agent: _Optional[str] = ..., enabled: _Optional[bool] = ..., roots: _Optional[_Iterable[str]] = ..., sources_seen: _Optional[int] = ..., harvested: _Optional[int] = ..., active: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., failures: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+    refused: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, agent: _Optional[str] = ..., enabled: _Optional[bool] = ..., roots: _Optional[_Iterable[str]] = ..., sources_seen: _Optional[int] = ..., harvested: _Optional[int] = ..., active: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[_Mapping[str, int]] = ..., failures: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("agents", "last_run_at", "interval_s", "idle_s", "unregistered", "archive_bytes", "paused")
