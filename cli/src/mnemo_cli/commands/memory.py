@@ -259,7 +259,12 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif result["ok"]:
-        print(f"ok: {result['events_checked']} events in {result['workspaces_checked']} chains verified")
+        anchors = (
+            "their heads match their signed anchors"
+            if result.get("anchored")
+            else "not checked against anchors (no MNEMO_AUDIT_KEY_FILE here): a cut-off tail would go unnoticed"
+        )
+        print(f"ok: {result['events_checked']} events in {result['workspaces_checked']} chains verified; {anchors}")
     else:
         print(
             f"BROKEN: workspace {result['broken_workspace_id']}, event #{result['broken_event_id']}: "

@@ -302,6 +302,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             broken_event_id=check.broken_event_id or 0,
             broken_workspace_id=check.broken_workspace_id or "",
             problem=check.problem,
+            anchored=check.anchored,
         )
 
     async def ExportMemories(

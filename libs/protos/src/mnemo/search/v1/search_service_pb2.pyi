@@ -289,20 +289,22 @@ class VerifyAuditRequest(_message.Message):
     def __init__(self, workspace: _Optional[str] = ...) -> None: ...
 
 class VerifyAuditResponse(_message.Message):
-    __slots__ = ("ok", "events_checked", "workspaces_checked", "broken_event_id", "broken_workspace_id", "problem")
+    __slots__ = ("ok", "events_checked", "workspaces_checked", "broken_event_id", "broken_workspace_id", "problem", "anchored")
     OK_FIELD_NUMBER: _ClassVar[int]
     EVENTS_CHECKED_FIELD_NUMBER: _ClassVar[int]
     WORKSPACES_CHECKED_FIELD_NUMBER: _ClassVar[int]
     BROKEN_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     BROKEN_WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    ANCHORED_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     events_checked: int
     workspaces_checked: int
     broken_event_id: int
     broken_workspace_id: str
     problem: str
-    def __init__(self, ok: _Optional[bool] = ..., events_checked: _Optional[int] = ..., workspaces_checked: _Optional[int] = ..., broken_event_id: _Optional[int] = ..., broken_workspace_id: _Optional[str] = ..., problem: _Optional[str] = ...) -> None: ...
+    anchored: bool
+    def __init__(self, ok: _Optional[bool] = ..., events_checked: _Optional[int] = ..., workspaces_checked: _Optional[int] = ..., broken_event_id: _Optional[int] = ..., broken_workspace_id: _Optional[str] = ..., problem: _Optional[str] = ..., anchored: _Optional[bool] = ...) -> None: ...
 
 class AuthenticateRequest(_message.Message):
     __slots__ = ("token",)
