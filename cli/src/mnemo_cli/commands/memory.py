@@ -123,6 +123,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"embedding model: {model}, {status['embedder_state']}")
     if status.get("last_error"):
         print(f"last embedding error: {status['last_error']}")
+    if status.get("services_down"):
+        print(f"services down: {', '.join(status['services_down'])}")
     return 0
 
 
