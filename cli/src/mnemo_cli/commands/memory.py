@@ -226,6 +226,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     result = client().request("GET", f"/memories/{args.id}/history", params=params(args))
+    # A long history comes in pages of versions; the CLI shows it whole.
+    token = result.pop("next_page_token", "")
+    while token:
+        page = client().request("GET", f"/memories/{args.id}/history", params=params(args, page_token=token))
+        result["versions"].extend(page["versions"])
+        token = page.get("next_page_token", "")
     if args.json:
         print_json(result)
         return 0
