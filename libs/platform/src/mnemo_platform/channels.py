@@ -53,6 +53,28 @@ RETRY_POLICY: dict[str, Any] = {
 }
 
 
+# A connection that went silent (a peer gone, a NAT entry lost, a partition) is noticed within
+# KEEPALIVE_TIME_MS + KEEPALIVE_TIMEOUT_MS, idle or not, and replaced; without this a call's deadline
+# passes on the dead connection and the next call takes it again (tests/faults/test_network_faults.py).
+# Servers accept a ping this often (grpc_server.SERVER_KEEPALIVE_OPTIONS), so no too_many_pings.
+KEEPALIVE_TIME_MS = 5_000
+KEEPALIVE_TIMEOUT_MS = 5_000
+KEEPALIVE_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    # gRPC 1.85 waits for a ping's ack this long (default a minute) whatever keepalive_timeout_ms
+    # says: without it an unanswered keepalive never ends the connection (found by the drill).
+    ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    # A new connection that does not complete its handshake in 5 s is abandoned and tried again,
+    # and reconnection waits at most 5 s (gRPC's defaults: 20 s and 120 s), so service comes back
+    # within seconds of the network.
+    ("grpc.min_reconnect_backoff_ms", 5_000),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
+]
+
+
 def service_config(
     service: ServiceDescriptor,
     timeout_s: float,
@@ -100,7 +122,7 @@ def open_channel(
         options=[
             ("grpc.enable_retries", 1),
             ("grpc.service_config", json.dumps(service_config(service, timeout_s, method_timeouts))),
-            ("grpc.keepalive_time_ms", 30_000),
+            *KEEPALIVE_OPTIONS,
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],
         interceptors=[*aio_client_interceptors(), _UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],
