@@ -87,8 +87,8 @@ class FaultProxy:
         self.accepted += 1
         flow = _Flow(writer)
         self._flows.append(flow)
-        while self.blackholed:  # accepted, never answered, until the blackhole ends
-            await asyncio.sleep(0.05)
+        if (held := self._blackhole_until - time.monotonic()) > 0:
+            await asyncio.sleep(held)  # accepted, never answered, until the blackhole ends
         try:
             up_reader, up_writer = await self._open_upstream()
         except OSError:

@@ -32,7 +32,7 @@ from mnemo_gateway import GatewayApp
 from mnemo_platform import current_call
 from mnemo_server.stack import Stack, StackConfig
 from tests.faults.proxy import FaultProxy
-from tests.helpers import Postgres, stack_env
+from tests.helpers import Postgres, eventually, stack_env
 
 WORKSPACE = "faults-net"
 DEADLINE_S = 3.0
@@ -159,8 +159,11 @@ async def test_a_statement_is_cancelled_in_postgresql_when_its_deadline_passes(n
         assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         # Within half a second of the deadline nothing of that call is left running.
         deadline_passed = time.perf_counter()
-        while await waiting() and time.perf_counter() - deadline_passed < 5:
-            await asyncio.sleep(0.05)
+
+        async def gone() -> bool:
+            return not await waiting()
+
+        await eventually(gone, timeout=5, interval=0.05)
         left = await waiting()
         print(f"statement gone {(time.perf_counter() - started) * 1000:.0f} ms after the deadline")
         assert left == 0 and time.perf_counter() - deadline_passed < 0.5
