@@ -1,8 +1,9 @@
 """A TCP fault proxy for the drills: added latency, connections reset at random, and blackholes.
 
 It forwards one listening port to a TCP address or a Unix socket. `latency_s` delays every chunk
-in both directions (in order, without limiting throughput); `reset_fraction` is the chance that a
-chunk, instead of being forwarded, resets its connection (RST to the client, the upstream closed);
+in both directions (in order, without limiting throughput); `reset_fraction` of the chunks (exactly:
+every 1/fraction-th, counted over both directions of every connection), instead of being
+forwarded, reset their connection (RST to the client, the upstream closed);
 `blackhole(seconds)` makes every connection open at its start a dead flow for good (nothing more
 is forwarded either way, nothing is closed: a peer gone or a NAT entry lost), and holds
 connections accepted meanwhile without forwarding until it ends.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import socket
 import struct
 import time
@@ -32,11 +32,11 @@ class _Flow:
 class FaultProxy:
     """Listens on 127.0.0.1 (port 0) and forwards to `target`: "host:port" or a Unix socket path."""
 
-    def __init__(self, target: str, seed: int = 14) -> None:
+    def __init__(self, target: str) -> None:
         self.target = target
         self.latency_s = 0.0
         self.reset_fraction = 0.0
-        self.random = random.Random(seed)
+        self.chunks = 0
         self.port = 0
         self.accepted = 0
         self.upstream_connects = 0
@@ -123,7 +123,8 @@ class FaultProxy:
             while chunk := await reader.read(65536):
                 if flow.dead:
                     continue  # a dead flow swallows everything, closes nothing
-                if self.reset_fraction and self.random.random() < self.reset_fraction:
+                self.chunks += 1
+                if self._reset_due():
                     self.resets += 1
                     self._reset(flow)
                     return
@@ -136,6 +137,12 @@ class FaultProxy:
             if flow.dead:
                 await asyncio.Event().wait()  # hold the dead flow open until stop()
             sender.cancel()
+
+    def _reset_due(self) -> bool:
+        """Whether this chunk is one of the `reset_fraction` that reset their connection."""
+        return bool(self.reset_fraction) and int(self.chunks * self.reset_fraction) > int(
+            (self.chunks - 1) * self.reset_fraction
+        )
 
     def _reset(self, flow: _Flow) -> None:
         """RST to the client (SO_LINGER 0), the upstream closed."""

@@ -187,45 +187,7 @@ SERVER_KEEPALIVE_OPTIONS: list[tuple[str, int]] = [
 ]
 
 
-@contextlib.asynccontextmanager
-async def _deadline(context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
-    """Ends the handler when the caller's deadline passes: its statement is cancelled in PostgreSQL
-    (asyncpg sends a cancel request when the awaiting task is cancelled), rather than running on for
-    a caller that has gone."""
-    remaining = context.time_remaining()
-    if remaining is None:
-        yield
-        return
-    try:
-        async with asyncio.timeout(max(remaining, 0.0)):
-            yield
-    except TimeoutError:
-        log.info("rpc_deadline_passed", method=method)
-        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the caller's deadline passed")
-
-
 RequestLogInterceptor = _interceptor(_request_log)
-_DeadlineAll = _interceptor(_deadline)
-
-
-class DeadlineInterceptor(grpc.aio.ServerInterceptor):
-    """Unary handlers end at their caller's deadline (see `_deadline`). Streamed replies run long on
-    purpose (harvest runs, exports) and are left to gRPC, which ends them when their call ends."""
-
-    def __init__(self) -> None:
-        self._all = _DeadlineAll()
-
-    async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-
-        async def unary_only(_: Any) -> Any:
-            return handler
-
-        return await self._all.intercept_service(unary_only, handler_call_details)
-
-
 ErrorMappingInterceptor = _interceptor(_error_mapping)
 _LeastRoleCheck = _interceptor(_least_role)
 
@@ -314,7 +276,6 @@ class GrpcServer:
                 RequestLogInterceptor(),
                 ErrorMappingInterceptor(),
                 LeastRoleInterceptor(),
-                DeadlineInterceptor(),
                 *EXTRA_INTERCEPTORS,
             ],
             options=[
