@@ -47,11 +47,14 @@ def configure_anchor_key(path: str | Path | None, create: bool = False) -> bool:
     file = Path(path).expanduser()
     created = False
     if not file.exists() and create:
-        file.parent.mkdir(parents=True, exist_ok=True)
         try:
+            file.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             pass  # another process of this deployment made it first
+        except OSError as exc:
+            # A read-only file system, say: serve without anchors rather than not at all.
+            log.warning("audit_anchor_key_unavailable", path=str(file), error=type(exc).__name__)
         else:
             with os.fdopen(fd, "w") as out:
                 out.write(secrets.token_hex(32) + "\n")
