@@ -24,6 +24,7 @@ from mnemo.common.v1 import common_pb2
 from mnemo.harvest.v1 import harvest_service_pb2 as hpb
 from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
+from mnemo.ingest.v1 import ingest_service_pb2_grpc as igrpc
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo.search.v1 import search_service_pb2_grpc as sgrpc
 from mnemo_embed import HashEmbedder
@@ -101,6 +102,7 @@ class Matrix:
     admin: str
     search: sgrpc.SearchServiceStub
     harvest: hgrpc.HarvestServiceStub
+    ingest: igrpc.IngestServiceStub
     walls: list[Walled] = field(default_factory=list)
     global_note: str = ""
     t_start: str = ""
@@ -290,6 +292,7 @@ async def matrix(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -
     )
     search_channel = grpc.aio.insecure_channel(stack.search.target)
     harvest_channel = grpc.aio.insecure_channel(stack.harvest.target)
+    ingest_channel = grpc.aio.insecure_channel(stack.ingest.target)
     try:
         async with httpx.AsyncClient(base_url=stack.base_url, timeout=60) as http:
             m = Matrix(
@@ -298,12 +301,14 @@ async def matrix(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -
                 stack.bootstrap_token,
                 sgrpc.SearchServiceStub(search_channel),
                 hgrpc.HarvestServiceStub(harvest_channel),
+                igrpc.IngestServiceStub(ingest_channel),
             )
             await _seed(m, projects)
             yield m
     finally:
         await search_channel.close()
         await harvest_channel.close()
+        await ingest_channel.close()
         await stack.stop()
 
 
@@ -335,6 +340,7 @@ def _tool_json(result: Any) -> Any:
 
 SEARCH = "mnemo.search.v1.SearchService"
 HARVEST = "mnemo.harvest.v1.HarvestService"
+INGEST = "mnemo.ingest.v1.IngestService"
 PROTO_MODULES = (spb, ipb, hpb)
 # Every RPC of these services reads (SearchService) or reads unless listed in NOT_READS.
 READ_SERVICES = {SEARCH, HARVEST}
@@ -403,6 +409,8 @@ READ_RPC_CASES: dict[str, tuple[str, ...]] = {
     f"{SEARCH}.ExportMemories": ("test_token_rpcs_are_admin_only", "test_grpc_walls"),
     f"{SEARCH}.ListProposals": ("test_proposal_walls", "test_grpc_walls", "test_ui_walls"),
     f"{SEARCH}.GetProposal": ("test_proposal_walls", "test_grpc_walls", "test_ui_walls"),
+    # The gateway's fallback when search does not answer (tests/faults/test_search_down_auth.py).
+    f"{INGEST}.Authenticate": ("test_grpc_walls",),
     f"{HARVEST}.Status": ("test_harvest_status_and_sources", "test_mcp_walls", "test_grpc_walls", "test_ui_walls"),
     f"{HARVEST}.ListSources": ("test_harvest_status_and_sources", "test_grpc_walls", "test_ui_walls"),
 }
@@ -421,6 +429,7 @@ GRPC_KINDS = {
     f"{SEARCH}.ListAuditEvents": "scoped",
     f"{SEARCH}.VerifyAudit": "scoped",
     f"{SEARCH}.Authenticate": "admin",
+    f"{INGEST}.Authenticate": "admin",
     f"{SEARCH}.ListTokens": "admin",
     f"{SEARCH}.ExportMemories": "admin",
     # Reviewer and up: an agent is refused whatever it names; test_proposal_walls holds reviewers to the wall.
@@ -561,6 +570,11 @@ def _grpc_probes(m: Matrix, wall: Walled) -> dict[str, tuple[Callable[..., Any],
         ),
         f"{SEARCH}.Authenticate": (s.Authenticate, spb.AuthenticateRequest(token=wall.token), lambda r: False),
         f"{SEARCH}.ListTokens": (s.ListTokens, spb.ListTokensRequest(), lambda r: False),
+        f"{INGEST}.Authenticate": (
+            m.ingest.Authenticate,
+            ipb.AuthenticateRequest(token=wall.token),
+            lambda r: False,
+        ),
         # A streaming RPC: the probe reads the whole stream, where the refusal comes.
         f"{SEARCH}.ExportMemories": (_exported(s), spb.ExportMemoriesRequest(workspace=ws), lambda r: False),
         f"{SEARCH}.ListProposals": (s.ListProposals, spb.ListProposalsRequest(workspace=ws), lambda r: False),

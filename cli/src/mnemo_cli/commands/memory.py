@@ -123,6 +123,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"embedding model: {model}, {status['embedder_state']}")
     if status.get("last_error"):
         print(f"last embedding error: {status['last_error']}")
+    if status.get("services_down"):
+        print(f"services down: {', '.join(status['services_down'])}")
     return 0
 
 
@@ -224,6 +226,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     result = client().request("GET", f"/memories/{args.id}/history", params=params(args))
+    # A long history comes in pages of versions; the CLI shows it whole.
+    token = result.pop("next_page_token", "")
+    while token:
+        page = client().request("GET", f"/memories/{args.id}/history", params=params(args, page_token=token))
+        result["versions"].extend(page["versions"])
+        token = page.get("next_page_token", "")
     if args.json:
         print_json(result)
         return 0
@@ -259,7 +267,12 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif result["ok"]:
-        print(f"ok: {result['events_checked']} events in {result['workspaces_checked']} chains verified")
+        anchors = (
+            "their heads match their signed anchors"
+            if result.get("anchored")
+            else "not checked against anchors (no MNEMO_AUDIT_KEY_FILE here): a cut-off tail would go unnoticed"
+        )
+        print(f"ok: {result['events_checked']} events in {result['workspaces_checked']} chains verified; {anchors}")
     else:
         print(
             f"BROKEN: workspace {result['broken_workspace_id']}, event #{result['broken_event_id']}: "

@@ -54,6 +54,35 @@ RETRY_POLICY: dict[str, Any] = {
 }
 
 
+# A connection that went silent (a peer gone, a NAT entry lost, a partition) is noticed within
+# keepalive_s + KEEPALIVE_TIMEOUT_MS, idle or not, through a silent stream too, and replaced; without
+# this a call's deadline passes on the dead connection and the next call takes it again
+# (tests/faults/test_network_faults.py). Servers accept a ping every MIN_PING_S
+# (mnemo_platform.connections) and never strike one, so there is no too_many_pings.
+KEEPALIVE_TIMEOUT_MS = 5_000
+
+
+def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
+    """A client channel's keepalive: a ping every `keepalive_s`, with or without calls, through a
+    silent stream too (gRPC would stop after two pings without data), and a connection whose ping
+    gets no answer in KEEPALIVE_TIMEOUT_MS dropped."""
+    return [
+        ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        # gRPC 1.85 waits for a ping's ack this long (default a minute) whatever keepalive_timeout_ms
+        # says: without it an unanswered keepalive never ends the connection (found by the drill).
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.min_time_between_pings_ms", int(keepalive_s * 1000)),
+        # A new connection that does not complete its handshake in 5 s is abandoned and tried again,
+        # and reconnection waits at most 5 s (gRPC's defaults: 20 s and 120 s), so service comes back
+        # within seconds of the network.
+        ("grpc.min_reconnect_backoff_ms", 5_000),
+        ("grpc.max_reconnect_backoff_ms", 5_000),
+    ]
+
+
 def service_config(
     service: ServiceDescriptor,
     timeout_s: float,
@@ -102,13 +131,7 @@ def open_channel(
         options=[
             ("grpc.enable_retries", 1),
             ("grpc.service_config", json.dumps(service_config(service, timeout_s, method_timeouts))),
-            # A ping every keepalive_s while calls are open, also through a silent stream (gRPC would
-            # otherwise stop after two pings without data, then send one a minute at most), so a dead
-            # peer is noticed; servers accept one every MIN_PING_S (mnemo_platform.connections).
-            ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
-            ("grpc.keepalive_timeout_ms", 20_000),
-            ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.http2.min_time_between_pings_ms", int(keepalive_s * 1000)),
+            *keepalive_options(keepalive_s),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],
         interceptors=[*aio_client_interceptors(), _UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Clients ping an idle connection every KEEPALIVE_S (mnemo_platform.channels), also during a stream
-# that is silent for minutes (a harvest run waiting on its summarizer). A server counts a ping that
-# comes sooner than its minimum interval (gRPC's default: 5 minutes) as a strike and, after two,
-# closes the connection with GOAWAY `too_many_pings`: so the servers accept one every MIN_PING_S.
-KEEPALIVE_S = 30.0
-MIN_PING_S = 10.0
+# Clients ping a connection every KEEPALIVE_S (mnemo_platform.channels), also during a stream that
+# is silent for minutes (a harvest run waiting on its summarizer), so a dead peer is noticed within
+# seconds (tests/faults/test_network_faults.py). A server counts a ping that comes sooner than its
+# minimum interval (gRPC's default: 5 minutes) as a strike and, after two, closes the connection with
+# GOAWAY `too_many_pings`: so the servers accept one every MIN_PING_S, and strike none
+# (grpc_server.SERVER_KEEPALIVE_OPTIONS).
+KEEPALIVE_S = 5.0
+MIN_PING_S = 2.5
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,15 @@ async def _least_role(context: grpc.aio.ServicerContext, method: str) -> AsyncIt
     yield
 
 
+# Clients ping every KEEPALIVE_S (mnemo_platform.connections), with or without calls in flight: the
+# server lets them (its minimum interval is the ConnectionPolicy's) and never answers a ping with a
+# too_many_pings GOAWAY.
+SERVER_KEEPALIVE_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+
+
 RequestLogInterceptor = _interceptor(_request_log)
 ErrorMappingInterceptor = _interceptor(_error_mapping)
 _LeastRoleCheck = _interceptor(_least_role)
@@ -276,6 +285,7 @@ class GrpcServer:
                 # (without cutting the streams under way), and let keepalive pings through.
                 *self.connection.options(),
                 ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+                *SERVER_KEEPALIVE_OPTIONS,
             ],
         )
         names = []

@@ -17,8 +17,10 @@ from mnemo_store.access import (
 from mnemo_store.audit import (
     AuditEvent,
     ChainCheck,
+    anchor_key_path,
     append_audit_event,
     append_audit_events,
+    configure_anchor_key,
     event_hash,
     verify_chains,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "WorkspaceRow",
     "add_workspace",
     "admin_token_exists",
+    "anchor_key_path",
     "append_audit_event",
     "append_audit_events",
     "apply_migrations",
@@ -90,6 +93,7 @@ __all__ = [
     "caller_reach",
     "check_access",
     "check_server_version",
+    "configure_anchor_key",
     "create_token",
     "default_data_dir",
     "ensure_embedding_space",

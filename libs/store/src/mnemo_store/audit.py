@@ -3,17 +3,110 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+import structlog
 
 from mnemo_platform import current_call, current_trace_id
 
+log = structlog.get_logger("mnemo.store")
+
 GENESIS_HASH = "0" * 64
+
+
+@dataclass
+class _AnchorKey:
+    """The key the chains' anchors are signed with, read from a file outside the database."""
+
+    key: bytes | None = None
+    path: str = ""
+
+
+_anchor_key = _AnchorKey()
+
+
+def configure_anchor_key(path: str | Path | None, create: bool = False) -> bool:
+    """Reads the anchor key from `path` (none: anchors are neither written nor checked); with
+    `create`, a missing file is made (32 random bytes, hex, mode 0600). Returns whether it was made.
+
+    Only the service that writes (ingest) creates it: another one that found no file would sign
+    with a key of its own and report every chain broken.
+    """
+    if not path:
+        _anchor_key.key, _anchor_key.path = None, ""
+        return False
+    file = Path(path).expanduser()
+    created = False
+    if not file.exists() and create:
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass  # another process of this deployment made it first
+        except OSError as exc:
+            # A read-only file system, say: serve without anchors rather than not at all.
+            log.warning("audit_anchor_key_unavailable", path=str(file), error=type(exc).__name__)
+        else:
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(32) + "\n")
+            created = True
+    try:
+        text = file.read_text().strip()
+    except OSError:
+        text = ""
+    _anchor_key.key = text.encode() if text else None
+    _anchor_key.path = str(file)
+    return created
+
+
+def anchor_key_path() -> str:
+    """The anchor key file in use, or "" when chains are not anchored."""
+    return _anchor_key.path if _anchor_key.key is not None else ""
+
+
+def anchor_signature(workspace_id: str, events: int, head_hash: str) -> str:
+    """HMAC-SHA256 of a chain's length and head under the anchor key."""
+    assert _anchor_key.key is not None
+    message = f"mnemo.audit.anchor\n{workspace_id}\n{events}\n{head_hash}".encode()
+    return hmac.new(_anchor_key.key, message, hashlib.sha256).hexdigest()
+
+
+def _anchor_holds(row: Any) -> bool:
+    return hmac.compare_digest(row["signature"], anchor_signature(row["workspace_id"], row["events"], row["head_hash"]))
+
+
+async def anchor_unanchored_chains(conn: asyncpg.Connection) -> int:
+    """Anchors every chain that has none, at its current head: trust on first use, done once, when
+    the key is first made (chains written before anchoring existed). Returns how many."""
+    if _anchor_key.key is None:
+        return 0
+    rows = await conn.fetch(
+        """
+        SELECT e.workspace_id, count(*) AS events,
+               (array_agg(e.hash ORDER BY e.id DESC))[1] AS head_hash
+        FROM audit_events e
+        WHERE NOT EXISTS (SELECT 1 FROM audit_anchors a WHERE a.workspace_id = e.workspace_id)
+        GROUP BY e.workspace_id
+        """
+    )
+    await conn.executemany(
+        "INSERT INTO audit_anchors (workspace_id, events, head_hash, signature) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (workspace_id) DO NOTHING",
+        [
+            (ws, events, head, anchor_signature(ws, events, head))
+            for ws, events, head in ((r["workspace_id"], r["events"], r["head_hash"]) for r in rows)
+        ],
+    )
+    return len(rows)
 
 
 @dataclass(frozen=True)
@@ -86,14 +179,14 @@ async def append_audit_events(
     workspaces = sorted({e.workspace_id for e in events})
     if not locked:
         await _lock_chains(conn, workspaces)
-    heads = {
-        r["w"]: r["hash"] or GENESIS_HASH
-        for r in await conn.fetch(
-            "SELECT w, (SELECT hash FROM audit_events WHERE workspace_id = w ORDER BY id DESC LIMIT 1) AS hash "
-            "FROM unnest($1::text[]) AS w",
-            workspaces,
-        )
-    }
+    head_rows = await conn.fetch(
+        "SELECT w, (SELECT hash FROM audit_events WHERE workspace_id = w ORDER BY id DESC LIMIT 1) AS hash, "
+        "a.workspace_id, a.events, a.head_hash, a.signature "
+        "FROM unnest($1::text[]) AS w LEFT JOIN audit_anchors a ON a.workspace_id = w",
+        workspaces,
+    )
+    heads = {r["w"]: r["hash"] or GENESIS_HASH for r in head_rows}
+    anchors = {r["w"]: r for r in head_rows}
     trace_id = current_trace_id()
     rows: list[dict[str, Any]] = []
     hashes: list[str] = []
@@ -140,7 +233,45 @@ async def append_audit_events(
         f"AS u({names}, n) ORDER BY n",
         *[[row[name] for row in rows] for name, _ in columns],
     )
+    if _anchor_key.key is not None:
+        await _advance_anchors(conn, anchors, rows)
     return hashes
+
+
+async def _advance_anchors(conn: asyncpg.Connection, anchors: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Moves each chain's signed anchor to its new head, in the appending transaction.
+
+    An anchor is advanced only from the head it signs: a chain found cut short or rewritten (its
+    head not the anchored one, or the anchor not signed by the key) keeps its anchor, so the damage
+    stays visible to `mnemo audit verify` instead of being signed over by the next write. A chain
+    with events but no anchor gets none here (one is made only when the key is made).
+    """
+    added: dict[str, int] = {}
+    heads: dict[str, str] = {}
+    for row in rows:
+        added[row["workspace_id"]] = added.get(row["workspace_id"], 0) + 1
+        heads[row["workspace_id"]] = row["hash"]
+    updates = []
+    for ws, count in added.items():
+        anchor = anchors[ws]
+        first_head = rows[next(i for i, r in enumerate(rows) if r["workspace_id"] == ws)]["prev_hash"]
+        if anchor["workspace_id"] is None:
+            if first_head != GENESIS_HASH:
+                log.warning("audit_chain_unanchored", workspace=ws)
+                continue
+            events = count
+        elif anchor["head_hash"] != first_head or not _anchor_holds(anchor):
+            log.error("audit_anchor_mismatch", workspace=ws, anchored_events=anchor["events"])
+            continue
+        else:
+            events = anchor["events"] + count
+        updates.append((ws, events, heads[ws], anchor_signature(ws, events, heads[ws])))
+    await conn.executemany(
+        "INSERT INTO audit_anchors (workspace_id, events, head_hash, signature) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (workspace_id) DO UPDATE SET events = EXCLUDED.events, head_hash = EXCLUDED.head_hash, "
+        "signature = EXCLUDED.signature, updated_at = now()",
+        updates,
+    )
 
 
 @dataclass(frozen=True)
@@ -152,22 +283,32 @@ class ChainCheck:
     broken_event_id: int | None = None
     broken_workspace_id: str | None = None
     problem: str = ""
+    anchored: bool = False
+    """anchored says the chains' heads were checked against their signed anchors (a key is configured)."""
 
     @property
     def ok(self) -> bool:
-        return self.broken_event_id is None
+        return not self.problem
 
 
 async def verify_chains(conn: asyncpg.Connection, workspace_id: str | None = None) -> ChainCheck:
     """Recomputes every event's hash and link, in order, per workspace; stops at the first break."""
     checked = 0
+    anchored = _anchor_key.key is not None
     workspaces = (
         [workspace_id]
         if workspace_id is not None
-        else [r["workspace_id"] for r in await conn.fetch("SELECT DISTINCT workspace_id FROM audit_events")]
+        else [
+            r["workspace_id"]
+            for r in await conn.fetch(
+                "SELECT DISTINCT workspace_id FROM audit_events UNION SELECT workspace_id FROM audit_anchors"
+            )
+        ]
     )
     for ws in sorted(workspaces):
         expected_prev = GENESIS_HASH
+        length = 0
+        last_id: int | None = None
         # A cursor keeps memory flat however long the chain is.
         async with conn.transaction():
             async for row in conn.cursor("SELECT * FROM audit_events WHERE workspace_id = $1 ORDER BY id", ws):
@@ -178,7 +319,8 @@ async def verify_chains(conn: asyncpg.Connection, workspace_id: str | None = Non
                         len(workspaces),
                         row["id"],
                         ws,
-                        f"event {row['id']} links to {row['prev_hash'][:12]}…, but the event before it "
+                        anchored=anchored,
+                        problem=f"event {row['id']} links to {row['prev_hash'][:12]}…, but the event before it "
                         f"has hash {expected_prev[:12]}… (an event was removed or reordered)",
                     )
                 recomputed = event_hash(row["prev_hash"], _hashed_fields(row))
@@ -188,8 +330,32 @@ async def verify_chains(conn: asyncpg.Connection, workspace_id: str | None = Non
                         len(workspaces),
                         row["id"],
                         ws,
-                        f"event {row['id']} ({row['action']}) does not match its hash: "
+                        anchored=anchored,
+                        problem=f"event {row['id']} ({row['action']}) does not match its hash: "
                         "its recorded fields were changed after it was written",
                     )
                 expected_prev = row["hash"]
-    return ChainCheck(checked, len(workspaces))
+                length += 1
+                last_id = row["id"]
+        if anchored:
+            problem = _anchor_problem(
+                await conn.fetchrow("SELECT * FROM audit_anchors WHERE workspace_id = $1", ws), length, expected_prev
+            )
+            if problem:
+                return ChainCheck(checked, len(workspaces), last_id or 0, ws, problem, anchored=True)
+    return ChainCheck(checked, len(workspaces), anchored=anchored)
+
+
+def _anchor_problem(anchor: Any, length: int, head: str) -> str:
+    """What does not hold between a chain (its length and head) and its signed anchor, or ""."""
+    if anchor is None:
+        return f"the chain holds {length} events but has no anchor (its anchor was deleted)" if length else ""
+    if not _anchor_holds(anchor):
+        return "the chain's anchor is not signed by the anchor key: it was rewritten in the database"
+    if anchor["events"] != length or anchor["head_hash"] != head:
+        cut = "events were removed from its end" if length < anchor["events"] else "its events were replaced"
+        return (
+            f"the chain holds {length} events ending in {head[:12]}…, but its signed anchor says "
+            f"{anchor['events']} ending in {anchor['head_hash'][:12]}…: {cut}"
+        )
+    return ""

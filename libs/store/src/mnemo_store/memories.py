@@ -523,6 +523,32 @@ async def versions_of(conn: asyncpg.Connection, memory_id: uuid.UUID) -> list[as
     return await conn.fetch("SELECT * FROM memory_versions WHERE memory_id = $1 ORDER BY version", memory_id)
 
 
+async def versions_page(
+    conn: asyncpg.Connection, memory_id: uuid.UUID, after: int, limit: int, max_bytes: int
+) -> tuple[list[asyncpg.Record], bool]:
+    """The versions after `after`, oldest first: at most `limit`, and no more once `max_bytes` of
+    title and content are in (always one); and whether more follow."""
+    rows = await conn.fetch(
+        """
+        SELECT * FROM (
+            SELECT v.*, count(*) OVER () AS fetched,
+                   sum(octet_length(v.title) + octet_length(v.content)) OVER (ORDER BY v.version)
+                       - (octet_length(v.title) + octet_length(v.content)) AS bytes_before
+            FROM (SELECT * FROM memory_versions WHERE memory_id = $1 AND version > $2 ORDER BY version LIMIT $3)
+                AS v
+        ) AS page
+        WHERE bytes_before < $4 OR bytes_before = 0
+        ORDER BY version
+        """,
+        memory_id,
+        after,
+        limit + 1,
+        max_bytes,
+    )
+    page = rows[:limit]
+    return page, bool(rows) and rows[0]["fetched"] > len(page)
+
+
 async def states_of(conn: asyncpg.Connection, memory_id: uuid.UUID) -> list[asyncpg.Record]:
     """Every status span of a memory, oldest first."""
     return await conn.fetch("SELECT * FROM memory_states WHERE memory_id = $1 ORDER BY recorded_from", memory_id)

@@ -36,6 +36,13 @@ class DatabaseSettings:
         "Directory for the embedded PostgreSQL and other local state.",
         shown_default="platform user data dir, e.g. `~/.local/share/mnemo`",
     )
+    audit_key_file: str = setting(
+        "MNEMO_AUDIT_KEY_FILE",
+        "",
+        "File holding the key the audit chains' heads are signed with, outside the database (ingest makes it "
+        "when missing; give search the same file). `off`: chains are not anchored.",
+        shown_default="`audit-anchor.key` in the platform user data dir",
+    )
     pool_min: int = setting("MNEMO_DB_POOL_MIN", 1, "Connections each service opens at start.", parse_positive_int)
     pool_max: int = setting(
         "MNEMO_DB_POOL_MAX",
@@ -71,6 +78,14 @@ class DatabaseSettings:
             "statement_timeout": str(round(self.statement_timeout_s * 1000)),
             "idle_in_transaction_session_timeout": str(round(self.idle_in_transaction_timeout_s * 1000)),
         }
+
+    @property
+    def audit_key_path(self) -> Path | None:
+        """The anchor key's file: by default beside (never inside) the embedded database, in the
+        platform's user data dir whatever MNEMO_DATA_DIR says; None when anchoring is off."""
+        if self.audit_key_file == "off":
+            return None
+        return Path(self.audit_key_file or Path(default_data_dir()) / "audit-anchor.key").expanduser()
 
     @property
     def resolved_data_dir(self) -> Path:

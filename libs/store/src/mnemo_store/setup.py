@@ -10,6 +10,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import Unavailable
+from mnemo_store.audit import anchor_key_path, anchor_unanchored_chains, configure_anchor_key
 from mnemo_store.database import check_server_version, open_pool
 from mnemo_store.embedding_space import check_embedding_space, ensure_embedding_space
 from mnemo_store.migrations import apply_migrations, pending_migrations
@@ -90,10 +91,15 @@ async def prepare_database(
         await check_server_version(conn)
         if migrate:
             await apply_migrations(conn)
+            if configure_anchor_key(database.audit_key_path, create=True):
+                # A key made just now: the chains written before it are trusted as they stand.
+                anchored = await anchor_unanchored_chains(conn)
+                log.info("audit_anchor_key_created", path=anchor_key_path(), chains=anchored)
             if embed_model is not None and embed_dimension is not None:
                 await ensure_embedding_space(conn, embed_model, embed_dimension)
         else:
             await _wait_for_schema(conn, embed_model, embed_dimension, database.wait_s)
+            configure_anchor_key(database.audit_key_path)
     finally:
         await conn.close()
     return await open_pool(dsn, database.pool_min, database.pool_max, {**database.session_limits(), **(session or {})})

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mnemo.harvest.v1 import harvest_service_pb2, harvest_service_pb2_grpc
 from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
@@ -24,6 +26,8 @@ HARVEST = harvest_service_pb2.DESCRIPTOR.services_by_name["HarvestService"]
 # each with its whole history, in a transaction of its own. A full consolidation pass at 100k
 # notes takes minutes.
 LONG_RUN_TIMEOUT_S = 3600.0
+# How long the status waits for each service's health before naming it down.
+HEALTH_TIMEOUT_S = 1.0
 
 
 class Backends:
@@ -57,6 +61,28 @@ class Backends:
         )
         if harvest_target:
             self.targets["harvest"] = harvest_target
+
+    def search_failing(self) -> bool:
+        """Whether the channel to search has failed to connect and not yet reconnected."""
+        return self._search_channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE
+
+    async def down(self) -> list[str]:
+        """The services that do not answer a health check within HEALTH_TIMEOUT_S, by name."""
+        channels = {"ingest": self._ingest_channel, "search": self._search_channel}
+        if self._harvest_channel is not None:
+            channels["harvest"] = self._harvest_channel
+
+        async def answers(channel: grpc.aio.Channel) -> bool:
+            try:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=HEALTH_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError:
+                return False
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+        states = await asyncio.gather(*(answers(channel) for channel in channels.values()))
+        return [name for name, up in zip(channels, states, strict=True) if not up]
 
     async def close(self) -> None:
         await self._ingest_channel.close()

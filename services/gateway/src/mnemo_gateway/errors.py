@@ -60,6 +60,11 @@ def error_response(
     )
 
 
+# How grpc words a message over its size limit, sent or received ("Received message larger than
+# max (… vs. …)", "Sent message larger than max …").
+_MESSAGE_TOO_LARGE = "message larger than max"
+
+
 class CallError(Exception):
     """A failed operation: the gRPC status it failed with, its ErrorReason, and a message for the caller."""
 
@@ -91,6 +96,14 @@ class CallError(Exception):
             reason = reason or reasons_pb.ERROR_REASON_UNAVAILABLE
         elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
             message = "a Mnemo service did not answer in time"
+        elif code == grpc.StatusCode.RESOURCE_EXHAUSTED and _MESSAGE_TOO_LARGE in message.lower():
+            # gRPC's own limit on one message, not the caller's rate nor the database's space:
+            # retrying after a wait would meet it again, so it is no 429.
+            return cls(
+                grpc.StatusCode.INTERNAL,
+                "the answer is too large to pass between Mnemo's services; ask for it in smaller pages",
+                reasons_pb.ERROR_REASON_UNSPECIFIED,
+            )
         return cls(code, message, reason)
 
     @property

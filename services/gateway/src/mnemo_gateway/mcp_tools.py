@@ -369,10 +369,14 @@ def build_mcp(operations: Operations) -> MCPServer:
         ctx: Context,
         id: Annotated[str, Field(description="The memory's id.")],
         workspace: Workspace = None,
+        page_token: Annotated[
+            str, Field(description="next_page_token of the previous answer, for the later versions.")
+        ] = "",
     ) -> dict[str, Any]:
         """Show how a memory changed: every version of its text, every status change (who, when,
-        why, what superseded it) and its audit events. Use it to understand why a decision changed."""
-        return await _run(ctx, lambda: operations.history(id, workspace, _url_workspace(ctx)))
+        why, what superseded it) and its audit events. Use it to understand why a decision changed.
+        A long history comes in pages of versions: pass next_page_token back for the next."""
+        return await _run(ctx, lambda: operations.history(id, workspace, _url_workspace(ctx), 0, page_token))
 
     @server.tool()
     async def memory_harvest_status(ctx: Context) -> dict[str, Any]:

@@ -189,8 +189,22 @@ def build_router(operations: Operations) -> APIRouter:
         return await operations.get(memory_id, workspace, None, include_history, as_of, valid_at)
 
     @router.get("/memories/{memory_id}/history", summary="A memory's versions, status changes and audit events")
-    async def memory_history(memory_id: str, workspace: WorkspaceParam = None) -> dict[str, Any]:
-        return await operations.history(memory_id, workspace, None)
+    async def memory_history(
+        memory_id: str,
+        workspace: WorkspaceParam = None,
+        page_size: Annotated[
+            int,
+            Query(
+                ge=0,
+                le=2**31 - 1,
+                description="Versions per page (default 100, at most 1,000); a page also stops at 4 MiB of text.",
+            ),
+        ] = 0,
+        page_token: Annotated[
+            str, Query(description="next_page_token of the previous page; states and events come on the first.")
+        ] = "",
+    ) -> dict[str, Any]:
+        return await operations.history(memory_id, workspace, None, page_size, page_token)
 
     @router.post("/memories/{memory_id}/supersede", summary="Replace a belief with a successor")
     async def supersede_memory(memory_id: str, body: SupersedeInput) -> Any:

@@ -23,7 +23,8 @@ from mnemo_ingest.review import Decision, Review, check_proposal, parse_proposal
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import Draft, check_reason, check_write
 from mnemo_ingest.writes import MAX_BATCH, Writes, Written, check_edit
-from mnemo_platform import FailedPrecondition, InvalidArgument, MnemoError, enum_label, enum_value
+from mnemo_platform import FailedPrecondition, InvalidArgument, MnemoError, Unauthenticated, enum_label, enum_value
+from mnemo_store import authenticate
 from mnemo_store import imports as imports_db
 from mnemo_wire import (
     ContentSettings,
@@ -302,6 +303,13 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
 
     async def RevokeToken(self, request: pb.RevokeTokenRequest, context: Any) -> pb.RevokeTokenResponse:
         return pb.RevokeTokenResponse(token=token_message(await self.admin.revoke_token(request.id)))
+
+    async def Authenticate(self, request: pb.AuthenticateRequest, context: Any) -> pb.AuthenticateResponse:
+        # The same lookup as search's, on the same table: a token revoked is refused by both at once.
+        row = await authenticate(self.pool, request.token.strip())
+        if row is None:
+            raise Unauthenticated("the bearer token is unknown, malformed or revoked")
+        return pb.AuthenticateResponse(token=token_message(row))
 
 
 def _successor_id(value: str) -> uuid.UUID | None:

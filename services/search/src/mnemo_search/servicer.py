@@ -88,6 +88,22 @@ def _leg_explanation(hit: LegHit | None) -> pb.LegExplanation:
     return pb.LegExplanation(rank=hit.rank, score=hit.score) if hit else pb.LegExplanation()
 
 
+# A history page: versions by count and by the bytes of their text, so any page fits well inside
+# gRPC's 16 MiB message limit (one version holds at most MNEMO_MAX_CONTENT_BYTES, 1 MiB by default).
+HISTORY_DEFAULT_PAGE = 100
+HISTORY_MAX_PAGE = 1000
+HISTORY_PAGE_BYTES = 4 * 1024 * 1024
+
+
+def history_cursor(page_token: str) -> int:
+    """The version a history page continues after (0: the first page)."""
+    if not page_token:
+        return 0
+    if not page_token.isascii() or not page_token.isdigit() or len(page_token) > 9:
+        raise InvalidArgument("page_token is not one this service gave out")
+    return int(page_token)
+
+
 class SearchServicer(pb_grpc.SearchServiceServicer):
     def __init__(
         self,
@@ -225,18 +241,24 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
 
     async def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
         memory_id = parse_memory_id(request.id)
+        after = history_cursor(request.page_token)
+        size = min(request.page_size, HISTORY_MAX_PAGE) if request.page_size > 0 else HISTORY_DEFAULT_PAGE
         ws = await resolve_for_read(self.pool, request.workspace)
         everything = Scope(reach=reach_in(ws), include_history=True)
         async with self.pool.acquire() as conn:
             row = await reads.read_memory(conn, everything, memory_id, with_content=False)
             if row is None:
                 raise await self._not_found(ws, memory_id, everything)
-            versions = await db.versions_of(conn, memory_id)
-            states = await db.states_of(conn, memory_id)
-            events = await reads.audit_events(
-                conn, Reach((row["workspace_id"],)), memory_id=memory_id, newest_first=False
+            versions, more = await db.versions_page(conn, memory_id, after, size, HISTORY_PAGE_BYTES)
+            first = after == 0
+            states = await db.states_of(conn, memory_id) if first else []
+            events = (
+                await reads.audit_events(conn, Reach((row["workspace_id"],)), memory_id=memory_id, newest_first=False)
+                if first
+                else []
             )
         return pb.GetHistoryResponse(
+            next_page_token=str(versions[-1]["version"]) if more else "",
             memory=memory_message(row, trust=self.trust),
             versions=[
                 pb.VersionRecord(
@@ -302,6 +324,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
             broken_event_id=check.broken_event_id or 0,
             broken_workspace_id=check.broken_workspace_id or "",
             problem=check.problem,
+            anchored=check.anchored,
         )
 
     async def ExportMemories(

@@ -7,13 +7,25 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
+import grpc
+import structlog
+
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_gateway.backends import LONG_RUN_TIMEOUT_S, call, streamed
+from mnemo_gateway.errors import CallError
 from mnemo_gateway.operations.base import OperationsBase
 from mnemo_gateway.operations.convert import check_text, checked, plain, token_json, workspace_json
 from mnemo_gateway.schemas import ConsolidateInput, TokenInput, WorkspaceInput
 from mnemo_platform import CallContext
+
+log = structlog.get_logger("mnemo.gateway")
+
+# How long authentication waits for search before asking ingest: every request waits this long
+# while search is stalled (one that refuses connections fails at once).
+AUTH_FIRST_TRY_S = 2.0
+# Search gave no answer: the token was not judged, so ask ingest.
+_NO_ANSWER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class AdminOperations(OperationsBase):
@@ -22,8 +34,23 @@ class AdminOperations(OperationsBase):
     async def authenticate(self, token: str, request_id: str) -> CallContext:
         """The principal a bearer token stands for; UNAUTHENTICATED when it is not a live token."""
         check_text(token, "token")
-        response = await call(self.backends.search.Authenticate, search_pb.AuthenticateRequest(token=token))
-        record = response.token
+        try:
+            if self.backends.search_failing():
+                # Skip the retries a call would spend on a channel known to be down.
+                raise CallError(grpc.StatusCode.UNAVAILABLE, "search is unreachable", 0)
+            record = (
+                await call(
+                    partial(self.backends.search.Authenticate, timeout=AUTH_FIRST_TRY_S),
+                    search_pb.AuthenticateRequest(token=token),
+                )
+            ).token
+        except CallError as exc:
+            if exc.code not in _NO_ANSWER:
+                raise
+            # Search is down or stalled: ingest reads the same tokens table, so a revoked token is
+            # refused there just the same, and writes go on without search.
+            log.warning("authenticated_through_ingest", search_error=exc.code.name)
+            record = (await call(self.backends.ingest.Authenticate, ingest_pb.AuthenticateRequest(token=token))).token
         return CallContext(
             principal=record.principal,
             request_id=request_id,

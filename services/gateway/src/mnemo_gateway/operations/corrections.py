@@ -151,12 +151,22 @@ class CorrectionOperations(OperationsBase):
             else None,
         }
 
-    async def history(self, memory_id: str, workspace: str | None, url_workspace: str | None) -> dict[str, Any]:
-        check_text(memory_id, "id")
-        check_text(workspace, "workspace")
-        request = search_pb.GetHistoryRequest(workspace=self.workspace(workspace, url_workspace), id=memory_id)
+    async def history(
+        self,
+        memory_id: str,
+        workspace: str | None,
+        url_workspace: str | None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> dict[str, Any]:
+        for value, field in ((memory_id, "id"), (workspace, "workspace"), (page_token, "page_token")):
+            check_text(value, field)
+        request = search_pb.GetHistoryRequest(
+            workspace=self.workspace(workspace, url_workspace), id=memory_id, page_size=page_size, page_token=page_token
+        )
         response = await self._call(self.backends.search.GetHistory, request)
         return {
+            "next_page_token": response.next_page_token,
             "memory": memory_json(response.memory, with_content=False),
             "versions": [
                 {**plain(v), "recorded_from": iso(v.recorded_from), "recorded_to": iso(v.recorded_to)}

@@ -239,7 +239,19 @@ class MemoryOperations(OperationsBase):
     async def status(self, workspace: str | None, url_workspace: str | None = None) -> dict[str, Any]:
         check_text(workspace, "workspace")
         ref = workspace or url_workspace or ""
-        response = await call(self.backends.search.GetStatus, search_pb.GetStatusRequest(workspace=ref))
+        try:
+            response = await call(self.backends.search.GetStatus, search_pb.GetStatusRequest(workspace=ref))
+        except CallError as exc:
+            if exc.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+            down = await self.backends.down()
+            up = [name for name in self.backends.targets if name not in down]
+            raise CallError(
+                exc.code,
+                f"the status comes from search, which did not answer; down: {', '.join(down) or 'none'}; "
+                f"answering: {', '.join(up) or 'none'} ({exc.message})",
+                exc.reason,
+            ) from None
         data: dict[str, Any] = {
             "memories": response.memories,
             "chunks_pending": response.chunks_pending,
@@ -253,6 +265,7 @@ class MemoryOperations(OperationsBase):
             "embedder_state": response.embedder_state,
             "embedder_ready": response.embedder_ready,
             "services": self.backends.targets,
+            "services_down": await self.backends.down(),
         }
         if response.HasField("workspace"):
             data["workspace"] = workspace_json(response.workspace)

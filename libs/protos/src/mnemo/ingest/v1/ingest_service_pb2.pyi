@@ -370,6 +370,18 @@ class RevokeTokenResponse(_message.Message):
     token: _common_pb2.Token
     def __init__(self, token: _Optional[_Union[_common_pb2.Token, _Mapping]] = ...) -> None: ...
 
+class AuthenticateRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class AuthenticateResponse(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: _common_pb2.Token
+    def __init__(self, token: _Optional[_Union[_common_pb2.Token, _Mapping]] = ...) -> None: ...
+
 class PromoteMemoryRequest(_message.Message):
     __slots__ = ("workspace", "id", "reason")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]

@@ -110,6 +110,11 @@ class IngestServiceStub:
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.FromString,
                 _registered_method=True)
+        self.Authenticate = channel.unary_unary(
+                '/mnemo.ingest.v1.IngestService/Authenticate',
+                request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AuthenticateRequest.SerializeToString,
+                response_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AuthenticateResponse.FromString,
+                _registered_method=True)
         self.RestoreMemories = channel.unary_unary(
                 '/mnemo.ingest.v1.IngestService/RestoreMemories',
                 request_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RestoreMemoriesRequest.SerializeToString,
@@ -271,6 +276,14 @@ class IngestServiceServicer:
 
     def RevokeToken(self, request, context):
         """RevokeToken ends a token at once (admin only); revoking twice is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Authenticate(self, request, context):
+        """Authenticate resolves a bearer token to its principal, as SearchService.Authenticate does: the
+        gateway asks here when search does not answer, so a search outage does not stop writes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -440,6 +453,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.FromString,
                     response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.SerializeToString,
+            ),
+            'Authenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Authenticate,
+                    request_deserializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AuthenticateRequest.FromString,
+                    response_serializer=mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AuthenticateResponse.SerializeToString,
             ),
             'RestoreMemories': grpc.unary_unary_rpc_method_handler(
                     servicer.RestoreMemories,
@@ -881,6 +899,33 @@ class IngestService:
             '/mnemo.ingest.v1.IngestService/RevokeToken',
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenRequest.SerializeToString,
             mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.RevokeTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Authenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mnemo.ingest.v1.IngestService/Authenticate',
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AuthenticateRequest.SerializeToString,
+            mnemo_dot_ingest_dot_v1_dot_ingest__service__pb2.AuthenticateResponse.FromString,
             options,
             channel_credentials,
             insecure,

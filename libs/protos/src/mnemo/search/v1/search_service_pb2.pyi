@@ -205,12 +205,16 @@ class GetStatusResponse(_message.Message):
     def __init__(self, memories: _Optional[int] = ..., chunks_pending: _Optional[int] = ..., chunks_embedded: _Optional[int] = ..., chunks_failed: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., embedder_ready: _Optional[bool] = ..., embedder_state: _Optional[str] = ..., oldest_pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., lexical_pending: _Optional[int] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
-    __slots__ = ("workspace", "id")
+    __slots__ = ("workspace", "id", "page_size", "page_token")
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     workspace: str
     id: str
-    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, workspace: _Optional[str] = ..., id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class VersionRecord(_message.Message):
     __slots__ = ("version", "title", "content", "content_hash", "author", "recorded_from", "recorded_to")
@@ -251,16 +255,18 @@ class StateRecord(_message.Message):
     def __init__(self, status: _Optional[_Union[_common_pb2.MemoryStatus, str]] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ..., superseded_by: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
-    __slots__ = ("memory", "versions", "states", "events")
+    __slots__ = ("memory", "versions", "states", "events", "next_page_token")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     memory: _common_pb2.Memory
     versions: _containers.RepeatedCompositeFieldContainer[VersionRecord]
     states: _containers.RepeatedCompositeFieldContainer[StateRecord]
     events: _containers.RepeatedCompositeFieldContainer[_common_pb2.AuditEvent]
-    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[VersionRecord, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[StateRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_common_pb2.AuditEvent, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, memory: _Optional[_Union[_common_pb2.Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[VersionRecord, _Mapping]]] = ..., states: _Optional[_Iterable[_Union[StateRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_common_pb2.AuditEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListAuditEventsRequest(_message.Message):
     __slots__ = ("workspace", "memory_id", "page_size", "page_token")
@@ -289,20 +295,22 @@ class VerifyAuditRequest(_message.Message):
     def __init__(self, workspace: _Optional[str] = ...) -> None: ...
 
 class VerifyAuditResponse(_message.Message):
-    __slots__ = ("ok", "events_checked", "workspaces_checked", "broken_event_id", "broken_workspace_id", "problem")
+    __slots__ = ("ok", "events_checked", "workspaces_checked", "broken_event_id", "broken_workspace_id", "problem", "anchored")
     OK_FIELD_NUMBER: _ClassVar[int]
     EVENTS_CHECKED_FIELD_NUMBER: _ClassVar[int]
     WORKSPACES_CHECKED_FIELD_NUMBER: _ClassVar[int]
     BROKEN_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     BROKEN_WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    ANCHORED_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     events_checked: int
     workspaces_checked: int
     broken_event_id: int
     broken_workspace_id: str
     problem: str
-    def __init__(self, ok: _Optional[bool] = ..., events_checked: _Optional[int] = ..., workspaces_checked: _Optional[int] = ..., broken_event_id: _Optional[int] = ..., broken_workspace_id: _Optional[str] = ..., problem: _Optional[str] = ...) -> None: ...
+    anchored: bool
+    def __init__(self, ok: _Optional[bool] = ..., events_checked: _Optional[int] = ..., workspaces_checked: _Optional[int] = ..., broken_event_id: _Optional[int] = ..., broken_workspace_id: _Optional[str] = ..., problem: _Optional[str] = ..., anchored: _Optional[bool] = ...) -> None: ...
 
 class AuthenticateRequest(_message.Message):
     __slots__ = ("token",)

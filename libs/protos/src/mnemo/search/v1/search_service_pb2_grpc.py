@@ -172,7 +172,8 @@ class SearchServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetHistory(self, request, context):
-        """GetHistory returns a memory's versions and status changes, oldest first.
+        """GetHistory returns a memory's versions and status changes, oldest first, one page of versions
+        at a time (a long history of large versions would not fit in one message).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

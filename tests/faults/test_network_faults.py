@@ -1,0 +1,217 @@
+"""Drill 5: a fault proxy between the gateway and search, and between the services and PostgreSQL.
+
++200 ms of latency and 1% of chunks resetting their connection: every call ends within its
+deadline (plus a little), most succeed. A statement whose caller's deadline passed is cancelled in
+PostgreSQL, not left running. A 10 s blackhole (open connections die silently): calls fail within
+their deadline during it, and keepalive notices the dead connection, so calls succeed again soon
+after it ends; a channel without keepalive stays stuck on its dead connection (the control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+import grpc
+import httpx
+import pytest
+
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
+from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
+from mnemo.search.v1 import search_service_pb2 as search_pb
+from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
+from mnemo_embed import HashEmbedder
+from mnemo_gateway import GatewayApp
+from mnemo_platform import current_call
+from mnemo_server.stack import Stack, StackConfig
+from tests.faults.proxy import FaultProxy
+from tests.helpers import Postgres, eventually, stack_env
+
+WORKSPACE = "faults-net"
+DEADLINE_S = 3.0
+# What "within the deadline" allows beyond it: the HTTP hop and the event loop of a shared machine.
+SLACK_S = 1.0
+
+
+@dataclass
+class Net:
+    stack: Stack
+    gateway: GatewayApp
+    search_proxy: FaultProxy
+    db_proxy: FaultProxy
+    direct_dsn: str
+
+
+def socket_of(uri: str) -> str:
+    """The Unix socket of the embedded PostgreSQL (its URI names the directory)."""
+    directory = parse_qs(urlsplit(uri).query)["host"][0]
+    return str(next(Path(directory).glob(".s.PGSQL.*")))
+
+
+@pytest.fixture
+async def net(postgres: Postgres) -> AsyncIterator[Net]:
+    direct = await postgres.create_database("net")
+    db_proxy = await FaultProxy(socket_of(postgres.uri)).start()
+    database = urlsplit(direct).path
+    via_proxy = f"postgresql://postgres@127.0.0.1:{db_proxy.port}{database}"
+    config = StackConfig.from_env(stack_env(via_proxy, MNEMO_GRPC_TIMEOUT_S=str(DEADLINE_S)))
+    stack = Stack(config, embedder=HashEmbedder(64))
+    await stack.start()
+    await stack.after_start()
+    assert stack.search is not None and stack.ingest is not None
+    search_proxy = await FaultProxy(stack.search.target).start()
+    # A second gateway, reaching search only through the proxy.
+    gateway = GatewayApp(config.gateway, "127.0.0.1:0", 1.0, stack.ingest.target, search_proxy.address, DEADLINE_S)
+    await gateway.start()
+    async with httpx.AsyncClient(base_url=gateway.base_url) as http:
+        assert (await http.post("/api/v1/workspaces", json={"name": WORKSPACE})).status_code == 201
+        for i in range(5):
+            written = await http.post("/api/v1/memories", json={"workspace": WORKSPACE, "content": f"fact {i}"})
+            assert written.status_code == 201, written.text
+    yield Net(stack, gateway, search_proxy, db_proxy, direct)
+    await gateway.stop()
+    await stack.stop()
+    await search_proxy.stop()
+    await db_proxy.stop()
+
+
+async def timed(http: httpx.AsyncClient, method: str, path: str, **kwargs: object) -> tuple[int, float]:
+    started = time.perf_counter()
+    answer = await http.request(method, path, **kwargs)  # type: ignore[arg-type]
+    return answer.status_code, time.perf_counter() - started
+
+
+async def test_latency_and_resets_keep_every_call_within_its_deadline(net: Net) -> None:
+    async with httpx.AsyncClient(base_url=net.gateway.base_url, timeout=30) as http:
+        # Gateway <-> search: +200 ms each way, 1% of chunks reset their connection.
+        net.search_proxy.latency_s, net.search_proxy.reset_fraction = 0.2, 0.01
+        results = [
+            await timed(http, "POST", "/api/v1/search", json={"workspace": WORKSPACE, "query": f"fact {i % 5}"})
+            for i in range(30)
+        ]
+        net.search_proxy.latency_s = net.search_proxy.reset_fraction = 0.0
+        # Services <-> PostgreSQL: the same, for writes (ingest) and reads (search).
+        net.db_proxy.latency_s, net.db_proxy.reset_fraction = 0.2, 0.01
+        writes = [
+            await timed(
+                http,
+                "POST",
+                "/api/v1/memories",
+                json={"workspace": WORKSPACE, "content": f"slow {i}", "idempotency_key": f"net-{i}"},
+            )
+            for i in range(6)
+        ]
+        reads = [await timed(http, "GET", "/api/v1/memories", params={"workspace": WORKSPACE}) for _ in range(6)]
+        net.db_proxy.latency_s = net.db_proxy.reset_fraction = 0.0
+
+    for label, batch in (("gateway-search", results), ("db writes", writes), ("db reads", reads)):
+        codes = [code for code, _ in batch]
+        times = [t for _, t in batch]
+        print(
+            f"{label}: {codes.count(200) + codes.count(201)}/{len(batch)} ok, codes {sorted(set(codes))}, "
+            f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+        )
+        # Every call answers within its deadline: success, or 503/504, never a hang or a 500.
+        assert max(times) < DEADLINE_S + SLACK_S, (label, times)
+        assert set(codes) <= {200, 201, 503, 504}, (label, codes)
+    # The latency is really in the path (the control), and most calls still succeed.
+    assert statistics.median(t for _, t in results) > 0.4
+    assert sum(code == 200 for code, _ in results) >= 24
+    print(f"resets: search link {net.search_proxy.resets}, database link {net.db_proxy.resets}")
+    assert net.search_proxy.resets >= 1 and net.db_proxy.resets >= 1  # the resets really happened
+
+
+async def test_a_statement_is_cancelled_in_postgresql_when_its_deadline_passes(net: Net) -> None:
+    assert net.stack.ingest is not None
+    holder = await asyncpg.connect(net.direct_dsn)
+    watcher = await asyncpg.connect(net.direct_dsn)
+
+    async def waiting() -> int:
+        return await watcher.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mnemo' "
+            "AND state = 'active' AND wait_event_type = 'Lock'"
+        )
+
+    channel = grpc.aio.insecure_channel(net.stack.ingest.target)
+    try:
+        # Hold the workspace's audit-chain lock: a write waits for it inside PostgreSQL.
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute("SELECT pg_advisory_xact_lock(hashtextextended('mnemo.audit:' || $1, 0))", WORKSPACE)
+        call = asyncio.ensure_future(
+            ingest_grpc.IngestServiceStub(channel).WriteMemory(
+                ingest_pb.WriteMemoryRequest(workspace=WORKSPACE, content=f"blocked {uuid.uuid4()}"),
+                metadata=current_call().metadata(),
+                timeout=1.0,
+            )
+        )
+        await asyncio.sleep(0.6)
+        assert await waiting() == 1  # the control: the statement is there, waiting, before the deadline
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await call
+        assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # Within half a second of the deadline nothing of that call is left running.
+        deadline_passed = time.perf_counter()
+
+        async def gone() -> bool:
+            return not await waiting()
+
+        await eventually(gone, timeout=5, interval=0.05)
+        left = await waiting()
+        print(f"statement gone {(time.perf_counter() - deadline_passed) * 1000:.0f} ms after the deadline")
+        assert left == 0 and time.perf_counter() - deadline_passed < 0.5
+        await tx.rollback()
+        # Nothing was written by the cancelled call, and the next write goes through.
+        assert not await watcher.fetchval("SELECT count(*) FROM memories WHERE content_hash IS NULL")
+        written = await ingest_grpc.IngestServiceStub(channel).WriteMemory(
+            ingest_pb.WriteMemoryRequest(workspace=WORKSPACE, content="after the lock"),
+            metadata=current_call().metadata(),
+            timeout=5.0,
+        )
+        assert written.memory.id
+    finally:
+        await channel.close()
+        await holder.close()
+        await watcher.close()
+
+
+async def test_keepalive_detects_a_blackhole_and_calls_succeed_again(net: Net) -> None:
+    assert net.stack.search is not None
+    # The control: a channel without keepalive, connected through the same proxy before the blackhole.
+    plain = grpc.aio.insecure_channel(net.search_proxy.address)
+    stub = search_grpc.SearchServiceStub(plain)
+    request = search_pb.ListWorkspacesRequest()
+    await stub.ListWorkspaces(request, metadata=current_call().metadata(), timeout=5)
+    async with httpx.AsyncClient(base_url=net.gateway.base_url, timeout=30) as http:
+        params = {"workspace": WORKSPACE, "query": "fact 1"}
+        assert (await http.post("/api/v1/search", json=params)).status_code == 200
+        connects = net.search_proxy.upstream_connects
+
+        net.search_proxy.blackhole(10.0)
+        ended = time.monotonic() + 10.0
+        during = [await timed(http, "POST", "/api/v1/search", json=params) for _ in range(2)]
+        assert all(code == 504 and t < DEADLINE_S + SLACK_S for code, t in during), during
+
+        await asyncio.sleep(max(0.0, ended - time.monotonic()))
+        recovered = None
+        while time.monotonic() - ended < 30:
+            code, _ = await timed(http, "POST", "/api/v1/search", json=params)
+            if code == 200:
+                recovered = time.monotonic() - ended
+                break
+            await asyncio.sleep(0.25)
+    print(f"search through the gateway answered again {recovered} s after the blackhole ended")
+    assert recovered is not None and recovered < 10.0
+    assert net.search_proxy.upstream_connects > connects  # a new connection, not the dead one
+    # Without keepalive the old connection is still taken for alive: calls on it time out.
+    with pytest.raises(grpc.aio.AioRpcError) as stuck:
+        await stub.ListWorkspaces(request, metadata=current_call().metadata(), timeout=1)
+    assert stuck.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    await plain.close()
