@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import numpy as np
@@ -16,6 +15,7 @@ from tenacity import (
 )
 
 from mnemo_embed.base import EmbedderBase, EmbedderRejected, EmbedderUnavailable
+from mnemo_platform.chat import shown_url
 
 log = structlog.get_logger("mnemo.embed")
 
@@ -53,11 +53,7 @@ class OpenAIEmbedder(EmbedderBase):
         self.url = url.rstrip("/")
         # What errors, logs and status may show of the endpoint: never credentials in the URL
         # (user:password@, or a key in the query string).
-        parts = urlsplit(self.url)
-        host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        self.shown_url = urlunsplit((parts.scheme, host, parts.path, "", ""))
+        self.shown_url = shown_url(self.url)
         self.model = model
         self.dimension = dimension
         self.max_tokens = max_tokens

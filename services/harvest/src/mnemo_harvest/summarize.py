@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import httpx
 import structlog
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from mnemo_harvest.settings import SummarizerSettings
+from mnemo_platform.chat import ChatClient, ChatFailed
 
 log = structlog.get_logger("mnemo.harvest")
 
@@ -30,8 +29,7 @@ class SummaryFailed(Exception):
 class Summarizer:
     def __init__(self, settings: SummarizerSettings) -> None:
         self.settings = settings
-        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self._client = httpx.AsyncClient(base_url=settings.url.rstrip("/"), headers=headers, timeout=settings.timeout_s)
+        self._chat = ChatClient(settings.url, settings.model, settings.api_key, settings.timeout_s)
 
     @property
     def name(self) -> str:
@@ -42,30 +40,10 @@ class Summarizer:
         if len(text) > MAX_TRANSCRIPT_CHARS:
             half = MAX_TRANSCRIPT_CHARS // 2
             text = text[:half] + "\n[… middle of the transcript left out …]\n" + text[-half:]
-        body = {
-            "model": self.settings.model,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"<transcript>\n{text}\n</transcript>"},
-            ],
-            "temperature": 0.2,
-        }
         try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_delay(self.settings.timeout_s),
-                wait=wait_random_exponential(multiplier=0.5, max=5),
-                retry=retry_if_exception_type(httpx.TransportError),
-                reraise=True,
-            ):
-                with attempt:
-                    response = await self._client.post("/chat/completions", json=body)
-            response.raise_for_status()
-            summary = response.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise SummaryFailed(f"{type(exc).__name__}: {exc}") from exc
-        if not isinstance(summary, str) or not summary.strip():
-            raise SummaryFailed("the summarizer returned an empty summary")
-        return summary.strip()
+            return await self._chat.complete(SYSTEM_PROMPT, f"<transcript>\n{text}\n</transcript>", temperature=0.2)
+        except ChatFailed as exc:
+            raise SummaryFailed(str(exc)) from exc
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._chat.aclose()

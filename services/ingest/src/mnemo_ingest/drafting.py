@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import httpx
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
-
 from mnemo_ingest.settings import IngestSettings
+from mnemo_platform.chat import ChatClient, ChatFailed
 
 SYSTEM_PROMPT = """\
 You merge near-duplicate notes from a team's long-term memory into one note. Keep every fact,
@@ -24,9 +22,7 @@ class DraftFailed(Exception):
 class Drafter:
     def __init__(self, url: str, model: str, api_key: str, timeout_s: float) -> None:
         self.model = model
-        self.timeout_s = timeout_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self._chat = ChatClient(url, model, api_key, timeout_s)
 
     @classmethod
     def from_settings(cls, settings: IngestSettings) -> Drafter | None:
@@ -46,27 +42,10 @@ class Drafter:
     async def draft(self, notes: Sequence[str]) -> str:
         """One text holding what every note says (the first is the one a reviewer would keep)."""
         quoted = "\n".join(f'<note n="{i}">\n{note[:MAX_NOTE_CHARS]}\n</note>' for i, note in enumerate(notes, 1))
-        body = {
-            "model": self.model,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": quoted}],
-            "temperature": 0.0,
-        }
         try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_delay(self.timeout_s),
-                wait=wait_random_exponential(multiplier=0.5, max=5),
-                retry=retry_if_exception_type(httpx.TransportError),
-                reraise=True,
-            ):
-                with attempt:
-                    response = await self._client.post("/chat/completions", json=body)
-            response.raise_for_status()
-            text = response.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise DraftFailed(f"{type(exc).__name__}: {exc}") from exc
-        if not isinstance(text, str) or not text.strip():
-            raise DraftFailed("the drafting endpoint returned an empty text")
-        return text.strip()
+            return await self._chat.complete(SYSTEM_PROMPT, quoted, temperature=0.0)
+        except ChatFailed as exc:
+            raise DraftFailed(str(exc)) from exc
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._chat.aclose()
