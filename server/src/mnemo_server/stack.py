@@ -149,6 +149,8 @@ class Stack:
     _auth_before: tuple[str, bool] | None = None
 
     async def _start(self, component: Component) -> None:
+        if hasattr(component, "max_concurrent_rpcs"):
+            component.max_concurrent_rpcs = self.config.addresses.max_concurrent_rpcs  # type: ignore[attr-defined]
         await component.start()
         self._started.append(component)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from mnemo_platform.config import AuthSettings, LogSettings, require_auth_beyond_loopback
+from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses, require_auth_beyond_loopback
 from mnemo_platform.context import configure_auth
 from mnemo_platform.errors import MnemoError
 from mnemo_platform.grpc_server import GrpcApp
@@ -43,9 +43,11 @@ def run_process(
                 )
             configure_auth(auth.internal_secret, required=auth.enabled)
         components = build()
+        limit = load(ServiceAddresses).max_concurrent_rpcs
         for component in components:
             if isinstance(component, GrpcApp):
                 require_auth_beyond_loopback(component.name, component.address, auth)
+                component.max_concurrent_rpcs = limit
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
         return 2
