@@ -193,7 +193,9 @@ class Stack:
             embedder.start()
             self.dsn = cfg.database.url
             if not self.dsn:
-                self.postgres = parts["EmbeddedPostgres"](cfg.database.resolved_data_dir)
+                self.postgres = parts["EmbeddedPostgres"](
+                    cfg.database.resolved_data_dir, supervise=True, start_timeout_s=cfg.database.start_timeout_s
+                )
                 await self._start(self.postgres)
                 self.dsn = self.postgres.uri
             self.ingest = parts["IngestApp"](

@@ -36,6 +36,12 @@ class DatabaseSettings:
         "Directory for the embedded PostgreSQL and other local state.",
         shown_default="platform user data dir, e.g. `~/.local/share/mnemo`",
     )
+    start_timeout_s: float = setting(
+        "MNEMO_PG_START_TIMEOUT_S",
+        600.0,
+        "Longest `mnemo up` waits for its embedded PostgreSQL to start or restart, crash recovery included.",
+        parse_positive_float,
+    )
     pool_min: int = setting("MNEMO_DB_POOL_MIN", 1, "Connections each service opens at start.", parse_positive_int)
     pool_max: int = setting(
         "MNEMO_DB_POOL_MAX",
