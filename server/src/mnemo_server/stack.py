@@ -150,7 +150,7 @@ class Stack:
 
     async def _start(self, component: Component) -> None:
         if hasattr(component, "max_concurrent_rpcs"):
-            component.max_concurrent_rpcs = self.config.addresses.max_concurrent_rpcs  # type: ignore[attr-defined]
+            component.max_concurrent_rpcs = self.config.addresses.max_concurrent_rpcs
         await component.start()
         self._started.append(component)
 
