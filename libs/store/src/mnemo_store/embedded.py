@@ -184,14 +184,30 @@ def _clear_and_start(pgdata: Path, timeout_s: float) -> str:
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(leftovers, timeout=5)
-    found = "stopped"
-    if (pgdata / "postmaster.pid").exists():
-        # Its postmaster is gone (or the pid now belongs to another program): PostgreSQL would
-        # refuse to start while a live process holds that pid.
-        (pgdata / "postmaster.pid").unlink()
-        found = "stale_pid_file"
+    found = "stale_pid_file" if _remove_stale_lock_files(pgdata) else "stopped"
     _pg_ctl_start(pgdata, max(1.0, deadline - time.monotonic()))
     return found
+
+
+def _remove_stale_lock_files(pgdata: Path) -> bool:
+    """Removes postmaster.pid and the socket lock files of a postmaster that is gone; whether
+    postmaster.pid was one. PostgreSQL refuses to start while the pid in such a file answers a
+    signal, which a killed postmaster does until its new parent reaps it (a zombie), and a pid
+    reused by another program does for ever."""
+    pid_file = pgdata / "postmaster.pid"
+    socket_dirs = {pgdata}
+    with contextlib.suppress(OSError, IndexError):
+        line = pid_file.read_text().splitlines()[4].strip()
+        if line:
+            socket_dirs.add(Path(line))
+    removed_pid_file = False
+    for lock in [pid_file, *(p for d in socket_dirs for p in d.glob(".s.PGSQL.*.lock"))]:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int(lock.read_text().splitlines()[0])
+            if not _alive(pid):
+                lock.unlink()
+                removed_pid_file = removed_pid_file or lock == pid_file
+    return removed_pid_file
 
 
 class EmbeddedPostgres:
