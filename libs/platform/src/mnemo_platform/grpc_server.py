@@ -216,6 +216,10 @@ EXTRA_INTERCEPTORS: list[grpc.aio.ServerInterceptor] = []
 DEFAULT_MAX_CONCURRENT_RPCS = 256
 
 
+async def _unavailable(context: grpc.aio.ServicerContext, message: str) -> None:
+    await _abort(context, Unavailable(message))
+
+
 class Admission(grpc.aio.ServerInterceptor):
     """Caps the calls a server runs at once and ends the ones a shutdown's grace leaves running.
 
@@ -239,25 +243,13 @@ class Admission(grpc.aio.ServerInterceptor):
 
     async def _admit(self, context: grpc.aio.ServicerContext, method: str) -> None:
         if self.closing:
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE,
-                f"{self.service} is shutting down; the call was not started: retry",
-                trailing_metadata=status_details(
-                    grpc.StatusCode.UNAVAILABLE, "shutting down", reasons_pb.ERROR_REASON_UNAVAILABLE
-                ),
-            )
+            await _unavailable(context, f"{self.service} is shutting down; the call was not started: retry")
         if self.active >= self.limit:
             log.warning("rpc_refused_busy", method=method, limit=self.limit)
-            message = (
+            await _unavailable(
+                context,
                 f"{self.service} is busy: {self.limit} calls are running (MNEMO_GRPC_MAX_CONCURRENT_RPCS); "
-                "the call was not started: retry with backoff"
-            )
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE,
-                message,
-                trailing_metadata=status_details(
-                    grpc.StatusCode.UNAVAILABLE, message, reasons_pb.ERROR_REASON_UNAVAILABLE
-                ),
+                "the call was not started: retry with backoff",
             )
         self.active += 1
         self._idle.clear()
@@ -279,12 +271,8 @@ class Admission(grpc.aio.ServerInterceptor):
                 if not self._expired:
                     raise  # the client went away
                 log.warning("rpc_cut_at_shutdown", method=method)
-                await context.abort(
-                    grpc.StatusCode.UNAVAILABLE,
-                    f"{self.service} stopped before the call finished; it was rolled back: retry",
-                    trailing_metadata=status_details(
-                        grpc.StatusCode.UNAVAILABLE, "stopped mid-call", reasons_pb.ERROR_REASON_UNAVAILABLE
-                    ),
+                await _unavailable(
+                    context, f"{self.service} stopped before the call finished; it was rolled back: retry"
                 )
                 raise
             finally:
