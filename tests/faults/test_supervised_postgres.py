@@ -196,3 +196,34 @@ async def test_after_mnemo_up_is_sigkilled_the_next_one_adopts_or_restarts_its_p
             with contextlib.suppress(psutil.Error):
                 leftover.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_second_mnemo_up_on_the_same_data_directory_refuses_to_start() -> None:
+    root = Path(tempfile.mkdtemp(prefix="mnemo-sup-"))
+    data_dir, pgdata = root / "data", root / "data" / "pg"
+    ups: list[Up] = []
+    second: asyncio.subprocess.Process | None = None
+    try:
+        ups.append(up := await start_up(data_dir))
+        env = clean_env(MNEMO_DATA_DIR=str(data_dir), MNEMO_HTTP_PORT="0", MNEMO_EMBEDDER="hash")
+        second = await asyncio.create_subprocess_exec(
+            MNEMO, "up", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
+        _, err = await asyncio.wait_for(second.communicate(), timeout=120)
+        assert second.returncode not in (0, None), err
+        assert "another `mnemo up` is running" in err.decode(), err
+        # Positive control: the first one still serves, on its own PostgreSQL.
+        async with httpx.AsyncClient(base_url=up.rest, timeout=10) as http:
+            assert (await http.get("/status")).status_code == 200
+        assert up.process.returncode is None and server_processes(pgdata)
+        assert await stop(up) == 0
+    finally:
+        if second is not None and second.returncode is None:
+            second.kill()
+            await second.wait()
+        for each in ups:
+            await kill(each)
+        for leftover in server_processes(pgdata):
+            with contextlib.suppress(psutil.Error):
+                leftover.kill()
+        shutil.rmtree(root, ignore_errors=True)
