@@ -227,3 +227,32 @@ async def test_a_second_mnemo_up_on_the_same_data_directory_refuses_to_start() -
             with contextlib.suppress(psutil.Error):
                 leftover.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_postmaster_that_cannot_be_restarted_stops_mnemo_up_with_one_clear_line() -> None:
+    root = Path(tempfile.mkdtemp(prefix="mnemo-sup-"))
+    data_dir, pgdata = root / "data", root / "data" / "pg"
+    up: Up | None = None
+    try:
+        up = await start_up(data_dir)
+        # A setting PostgreSQL refuses at start: every restart fails until an operator fixes it.
+        with (pgdata / "postgresql.conf").open("a") as conf:
+            conf.write("\nmnemo_drill_not_a_setting = on\n")
+        os.kill(postmaster_pid(pgdata), signal.SIGKILL)
+        code = await asyncio.wait_for(up.process.wait(), timeout=120)
+        await up.reader.close()
+        stderr = (root / "stderr.log").read_text(errors="replace")
+        lines = [line for line in stderr.splitlines() if "could not be restarted" in line]
+        assert code == 1, stderr[-2000:]
+        assert len(lines) == 1 and str(pgdata) in lines[0] and "stopping" in lines[0], stderr[-2000:]
+        assert len(up.reader.events("embedded_postgres_restart_failed")) == 3
+        # It stopped cleanly: the services drained, nothing of PostgreSQL left running.
+        assert up.reader.events("shutdown_requested") and "Traceback" not in stderr
+        assert not server_processes(pgdata)
+    finally:
+        if up is not None:
+            await kill(up)
+        for leftover in server_processes(pgdata):
+            with contextlib.suppress(psutil.Error):
+                leftover.kill()
+        shutil.rmtree(root, ignore_errors=True)

@@ -252,6 +252,11 @@ class Stack:
             self._auth_before = None
 
     @property
+    def failed(self) -> bool:
+        """Whether a part failed for good while running (its PostgreSQL died and would not restart)."""
+        return bool(self.postgres is not None and self.postgres.failed)
+
+    @property
     def base_url(self) -> str:
         assert self.gateway is not None
         return self.gateway.base_url

@@ -63,4 +63,5 @@ def run_process(
         return 1
     except KeyboardInterrupt:
         pass
-    return 0
+    # A component that failed for good asked the process to stop: it said why; the code says it too.
+    return 1 if any(getattr(component, "failed", False) for component in components) else 0

@@ -233,6 +233,8 @@ class EmbeddedPostgres:
         self._watch: asyncio.Task[None] | None = None
         self._pid: int | None = None
         self.restarts = 0
+        self.failed = False
+        """failed is set when the server died and could not be restarted (the process exits non-zero)."""
         self.uri = ""
 
     @property
@@ -319,6 +321,7 @@ class EmbeddedPostgres:
                     file=sys.stderr,
                     flush=True,
                 )
+                self.failed = True
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
 
