@@ -152,6 +152,7 @@ class Stack:
     async def _start(self, component: Component) -> None:
         if isinstance(component, GrpcApp):
             component.connection = self.config.addresses.connection_policy()
+            component.max_concurrent_rpcs = self.config.addresses.max_concurrent_rpcs
         await component.start()
         self._started.append(component)
 
@@ -194,7 +195,9 @@ class Stack:
             embedder.start()
             self.dsn = cfg.database.url
             if not self.dsn:
-                self.postgres = parts["EmbeddedPostgres"](cfg.database.resolved_data_dir)
+                self.postgres = parts["EmbeddedPostgres"](
+                    cfg.database.resolved_data_dir, supervise=True, start_timeout_s=cfg.database.start_timeout_s
+                )
                 await self._start(self.postgres)
                 self.dsn = self.postgres.uri
             self.ingest = parts["IngestApp"](
@@ -249,6 +252,11 @@ class Stack:
         if self._auth_before is not None:
             configure_auth(*self._auth_before)
             self._auth_before = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether a part failed for good while running (its PostgreSQL died and would not restart)."""
+        return bool(self.postgres is not None and self.postgres.failed)
 
     @property
     def base_url(self) -> str:

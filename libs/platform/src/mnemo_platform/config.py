@@ -64,6 +64,13 @@ class ServiceAddresses:
     call_timeout_s: float = setting(
         "MNEMO_GRPC_TIMEOUT_S", 15.0, "Deadline of every gRPC call between services.", parse_positive_float
     )
+    max_concurrent_rpcs: int = setting(
+        "MNEMO_GRPC_MAX_CONCURRENT_RPCS",
+        256,
+        "Calls each gRPC server runs at once; beyond it a call is refused at once with UNAVAILABLE "
+        "(HTTP 503), before anything is done, for the client to retry with backoff.",
+        parse_positive_int,
+    )
     max_connection_age_s: float = setting(
         "MNEMO_GRPC_MAX_CONNECTION_AGE_S",
         300.0,

@@ -223,6 +223,123 @@ class LeastRoleInterceptor(grpc.aio.ServerInterceptor):
 # Appended to every server started afterwards: how a test watches what services receive.
 EXTRA_INTERCEPTORS: list[grpc.aio.ServerInterceptor] = []
 
+DEFAULT_MAX_CONCURRENT_RPCS = 256
+
+
+async def _unavailable(context: grpc.aio.ServicerContext, message: str) -> None:
+    await _abort(context, Unavailable(message))
+
+
+class Admission(grpc.aio.ServerInterceptor):
+    """Caps the calls a server runs at once and ends the ones a shutdown's grace leaves running.
+
+    Beyond `limit` a call is refused at once with UNAVAILABLE, before its handler runs (so nothing
+    was done, and any client may retry it). Once the server stops, new calls are refused the same
+    way; a unary call still running when the grace is over is cancelled where it waits (a database
+    statement is cancelled and its transaction rolled back) and answered UNAVAILABLE, rather than
+    left to gRPC, which would drop it with CANCELLED. Health checks are neither counted nor refused:
+    probes must see the server's own answer.
+    """
+
+    def __init__(self, service: str, limit: int) -> None:
+        self.service = service
+        self.limit = limit
+        self.active = 0
+        self.closing = False
+        self._expired = False
+        self._unary: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def _admit(self, context: grpc.aio.ServicerContext, method: str) -> None:
+        if self.closing:
+            await _unavailable(context, f"{self.service} is shutting down; the call was not started: retry")
+        if self.active >= self.limit:
+            log.warning("rpc_refused_busy", method=method, limit=self.limit)
+            await _unavailable(
+                context,
+                f"{self.service} is busy: {self.limit} calls are running (MNEMO_GRPC_MAX_CONCURRENT_RPCS); "
+                "the call was not started: retry with backoff",
+            )
+        self.active += 1
+        self._idle.clear()
+
+    def _leave(self) -> None:
+        self.active -= 1
+        if self.active == 0:
+            self._idle.set()
+
+    def _unary_handler(self, inner: Handler, method: str) -> Handler:
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await self._admit(context, method)
+            task = asyncio.current_task()
+            assert task is not None
+            self._unary.add(task)
+            try:
+                return await inner(request, context)
+            except asyncio.CancelledError:
+                if not self._expired:
+                    raise  # the client went away
+                log.warning("rpc_cut_at_shutdown", method=method)
+                await _unavailable(
+                    context, f"{self.service} stopped before the call finished; it was rolled back: retry"
+                )
+                raise
+            finally:
+                self._unary.discard(task)
+                self._leave()
+
+        return handle
+
+    def _stream_handler(self, inner: Handler, method: str) -> Handler:
+        if not inspect.isasyncgenfunction(inner):
+
+            async def handle_coroutine(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                await self._admit(context, method)
+                try:
+                    return await inner(request, context)
+                finally:
+                    self._leave()
+
+            return handle_coroutine
+
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await self._admit(context, method)
+            try:
+                async for item in inner(request, context):
+                    yield item
+            finally:
+                self._leave()
+
+        return handle
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(_OPEN_METHODS):
+            return handler
+        if handler.unary_unary is not None:
+            return handler._replace(unary_unary=self._unary_handler(handler.unary_unary, method))
+        if handler.unary_stream is not None:
+            return handler._replace(unary_stream=self._stream_handler(handler.unary_stream, method))
+        return handler
+
+    async def drain(self, grace_s: float) -> int:
+        """Refuses new calls, waits up to `grace_s` for the running ones, then cuts the unary calls
+        still running (answered UNAVAILABLE); returns how many were cut."""
+        self.closing = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout=grace_s)
+        self._expired = True
+        cut = list(self._unary)
+        for task in cut:
+            task.cancel()
+        if cut:
+            # Long enough for a cancelled statement's rollback and the UNAVAILABLE answer.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*cut, return_exceptions=True), timeout=5)
+        return len(cut)
+
 
 @dataclass(frozen=True)
 class Registration:
@@ -243,6 +360,7 @@ class GrpcServer:
         registrations: Sequence[Registration],
         grace_s: float,
         connection: ConnectionPolicy | None = None,
+        max_concurrent_rpcs: int = DEFAULT_MAX_CONCURRENT_RPCS,
     ) -> None:
         self.name = name
         self.address = address
@@ -250,6 +368,7 @@ class GrpcServer:
         self.grace_s = grace_s
         self.connection = connection or ConnectionPolicy()
         self.health = HealthServicer()
+        self.admission = Admission(name, max_concurrent_rpcs)
         self._services: list[str] = []
         self.port: int = 0
         self._server: grpc.aio.Server | None = None
@@ -274,6 +393,7 @@ class GrpcServer:
                     )
                 ),
                 RequestLogInterceptor(),
+                self.admission,
                 ErrorMappingInterceptor(),
                 LeastRoleInterceptor(),
                 *EXTRA_INTERCEPTORS,
@@ -319,9 +439,15 @@ class GrpcServer:
     async def stop(self) -> None:
         if self._server is None:
             return
-        # Readiness first, so load balancers stop sending new calls, then drain in-flight ones.
+        # Readiness first, so load balancers stop sending new calls, then drain in-flight ones:
+        # new calls are refused UNAVAILABLE, and whatever the grace leaves running is rolled back
+        # and answered UNAVAILABLE (Admission) before gRPC itself stops.
         await self.health.enter_graceful_shutdown()
-        await self._server.stop(self.grace_s)
+        cut = await self.admission.drain(self.grace_s)
+        if cut:
+            log.warning("rpcs_cut_at_shutdown", service=self.name, calls=cut, grace_s=self.grace_s)
+        # Streams left running (a harvest run) are cancelled by gRPC after this last second.
+        await self._server.stop(1.0)
         self._server = None
         log.info("grpc_server_stopped", service=self.name)
 
@@ -338,6 +464,8 @@ class GrpcApp:
     """
 
     name = "service"
+    max_concurrent_rpcs = DEFAULT_MAX_CONCURRENT_RPCS
+    """max_concurrent_rpcs is set from MNEMO_GRPC_MAX_CONCURRENT_RPCS by whoever runs the app."""
 
     def __init__(self, address: str, grace_s: float) -> None:
         self.address = address
@@ -366,7 +494,14 @@ class GrpcApp:
 
     async def start(self) -> None:
         registrations = await self.open()
-        self.server = GrpcServer(self.name, self.address, registrations, self.grace_s, self.connection)
+        self.server = GrpcServer(
+            self.name,
+            self.address,
+            registrations,
+            self.grace_s,
+            self.connection,
+            max_concurrent_rpcs=self.max_concurrent_rpcs,
+        )
         try:
             await self.server.start()
         except BaseException:

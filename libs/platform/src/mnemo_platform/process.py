@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from mnemo_platform.config import AuthSettings, LogSettings, require_auth_beyond_loopback
+from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses, require_auth_beyond_loopback
 from mnemo_platform.context import configure_auth
 from mnemo_platform.errors import MnemoError
 from mnemo_platform.grpc_server import GrpcApp
@@ -43,9 +43,13 @@ def run_process(
                 )
             configure_auth(auth.internal_secret, required=auth.enabled)
         components = build()
+        # What every gRPC server of the process takes from the environment, as the stack sets it under `mnemo up`.
+        addresses = load(ServiceAddresses)
         for component in components:
             if isinstance(component, GrpcApp):
                 require_auth_beyond_loopback(component.name, component.address, auth)
+                component.connection = addresses.connection_policy()
+                component.max_concurrent_rpcs = addresses.max_concurrent_rpcs
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
         return 2
@@ -61,4 +65,5 @@ def run_process(
         return 1
     except KeyboardInterrupt:
         pass
-    return 0
+    # A component that failed for good asked the process to stop: it said why; the code says it too.
+    return 1 if any(getattr(component, "failed", False) for component in components) else 0

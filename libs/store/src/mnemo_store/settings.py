@@ -43,6 +43,12 @@ class DatabaseSettings:
         "when missing; give search the same file). `off`: chains are not anchored.",
         shown_default="`audit-anchor.key` in the platform user data dir",
     )
+    start_timeout_s: float = setting(
+        "MNEMO_PG_START_TIMEOUT_S",
+        600.0,
+        "Longest `mnemo up` waits for its embedded PostgreSQL to start or restart, crash recovery included.",
+        parse_positive_float,
+    )
     pool_min: int = setting("MNEMO_DB_POOL_MIN", 1, "Connections each service opens at start.", parse_positive_int)
     pool_max: int = setting(
         "MNEMO_DB_POOL_MAX",

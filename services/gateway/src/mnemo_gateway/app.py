@@ -10,6 +10,7 @@ import structlog
 import uvicorn
 
 from mnemo_gateway.backends import Backends
+from mnemo_gateway.draining import Draining
 from mnemo_gateway.http import build_http_app
 from mnemo_gateway.operations import Operations
 from mnemo_gateway.settings import GatewaySettings
@@ -83,6 +84,7 @@ class GatewayApp(GrpcApp):
         self.backends: Backends | None = None
         self._http: _Server | None = None
         self._task: asyncio.Task[None] | None = None
+        self._draining: Draining | None = None
         self.http_port = 0
 
     @property
@@ -95,14 +97,17 @@ class GatewayApp(GrpcApp):
         check_exposure(self.settings, self.auth)
         self.backends = Backends(self.ingest_target, self.search_target, self.call_timeout_s, self.harvest_target)
         asgi = build_http_app(Operations(self.backends, self.settings.default_workspace), self.settings, self.auth)
+        self._draining = Draining(asgi)
         config = uvicorn.Config(
-            asgi,
+            self._draining,
             host=self.settings.host,
             port=self.settings.port,
             lifespan="on",
             log_config=None,
             access_log=False,
-            timeout_graceful_shutdown=max(1, int(self.grace_s)),
+            # Past the grace, Draining answers what is left 503; uvicorn's own cut (which closes the
+            # connections unanswered) comes only after that.
+            timeout_graceful_shutdown=int(self.grace_s) + 2,
             # Longer than clients keep idle connections (httpx: 5 s, uvicorn's own default): a
             # server closing first races a client reusing the connection, which then fails a
             # request it never delivered.
@@ -126,6 +131,10 @@ class GatewayApp(GrpcApp):
     async def close(self) -> None:
         if self._http is not None and self._task is not None:
             self._http.should_exit = True
+            if self._draining is not None:
+                cut = await self._draining.drain(self.grace_s)
+                if cut:
+                    log.warning("http_requests_cut_at_shutdown", requests=cut, grace_s=self.grace_s)
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self.backends is not None:

@@ -18,7 +18,7 @@ def build(environ: Mapping[str, str] | None = None) -> HarvestApp:
     database, addresses, settings, summarizer, content = load_all(
         (DatabaseSettings, ServiceAddresses, HarvestSettings, SummarizerSettings, ContentSettings), environ
     )
-    app = HarvestApp(
+    return HarvestApp(
         dsn=database.url_for("harvest"),
         address=addresses.listen(addresses.harvest),
         grace_s=addresses.grace_s,
@@ -30,8 +30,6 @@ def build(environ: Mapping[str, str] | None = None) -> HarvestApp:
         call_timeout_s=addresses.call_timeout_s,
         max_content_bytes=content.max_content_bytes,
     )
-    app.connection = addresses.connection_policy()
-    return app
 
 
 def main() -> None:

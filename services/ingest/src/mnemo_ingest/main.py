@@ -19,7 +19,7 @@ def build(environ: Mapping[str, str] | None = None) -> IngestApp:
     database, addresses, embedding, settings, trust, content = load_all(
         (DatabaseSettings, ServiceAddresses, EmbeddingSettings, IngestSettings, TrustSettings, ContentSettings), environ
     )
-    app = IngestApp(
+    return IngestApp(
         dsn=database.url_for("ingest"),
         address=addresses.listen(addresses.ingest),
         grace_s=addresses.grace_s,
@@ -29,8 +29,6 @@ def build(environ: Mapping[str, str] | None = None) -> IngestApp:
         trust=trust,
         content=content,
     )
-    app.connection = addresses.connection_policy()
-    return app
 
 
 def main() -> None:

@@ -53,6 +53,13 @@ class IngestSettings:
         "Longest wait between tries while the embedder is unavailable: the most its recovery goes unnoticed.",
         parse_positive_float,
     )
+    embed_lease_s: float = setting(
+        "MNEMO_EMBED_LEASE_S",
+        300.0,
+        "How long a worker's claim on a batch of chunks lasts; chunks claimed by a worker that was killed "
+        "are embedded once it ends. Longer than the slowest batch takes to embed.",
+        parse_positive_float,
+    )
     embed_failed_retry_s: float = setting(
         "MNEMO_EMBED_FAILED_RETRY_S",
         3600.0,

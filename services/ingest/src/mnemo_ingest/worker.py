@@ -31,8 +31,6 @@ from mnemo_store import EMBED_CHANNEL, embed_queue
 
 log = structlog.get_logger("mnemo.ingest.worker")
 
-LEASE_S = 300.0
-
 # A queue row held by a writing transaction (one moving its chunk in or out of the search
 # indexes) is tried again this many times, after 0.05, 0.1, 0.2 … s; then it stays leased and
 # comes back when the lease ends.
@@ -174,11 +172,11 @@ class EmbeddingWorkers:
         return taken
 
     async def _claim(self) -> list[asyncpg.Record]:
-        return await embed_queue.claim(self.pool, self.batch_size, LEASE_S)
+        return await embed_queue.claim(self.pool, self.batch_size, self.settings.embed_lease_s)
 
     async def _release(self, rows: list[asyncpg.Record]) -> None:
         """Hands leased chunks back; if the database cannot take them now (it is what failed), they
-        are owed, and handed back at the next drain, not left leased for LEASE_S."""
+        are owed, and handed back at the next drain, not left leased for the whole lease."""
         ids = [r["id"] for r in rows]
         try:
             await asyncio.shield(embed_queue.release(self.pool, ids))
@@ -275,7 +273,7 @@ class EmbeddingWorkers:
             vectors = {chunk_id: vectors[chunk_id] for chunk_id in done.held}
             if not vectors:
                 return
-        log.info("chunks_store_deferred", count=len(vectors), lease_s=LEASE_S)
+        log.info("chunks_store_deferred", count=len(vectors), lease_s=self.settings.embed_lease_s)
 
     async def _next_due_in(self) -> float:
         """Seconds until the earliest retry is due, at most the rescan interval."""

@@ -19,7 +19,7 @@ def build(environ: Mapping[str, str] | None = None) -> SearchApp:
     database, addresses, embedding, settings, trust = load_all(
         (DatabaseSettings, ServiceAddresses, EmbeddingSettings, SearchSettings, TrustSettings), environ
     )
-    app = SearchApp(
+    return SearchApp(
         dsn=database.url_for("search"),
         address=addresses.listen(addresses.search),
         grace_s=addresses.grace_s,
@@ -28,8 +28,6 @@ def build(environ: Mapping[str, str] | None = None) -> SearchApp:
         settings=settings,
         trust=trust,
     )
-    app.connection = addresses.connection_policy()
-    return app
 
 
 def main() -> None:
