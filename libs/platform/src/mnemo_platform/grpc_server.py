@@ -511,14 +511,27 @@ class GrpcApp:
 
     async def _watch_readiness(self) -> None:
         ready = True
+        probe: asyncio.Task[str | None] | None = None
         while True:
             await asyncio.sleep(READINESS_INTERVAL_S)
-            try:
-                reason = await asyncio.wait_for(self.unready_reason(), timeout=READINESS_TIMEOUT_S)
-            except TimeoutError:
-                reason = f"no answer within {READINESS_TIMEOUT_S:g} s"
-            except Exception as exc:
-                reason = describe_error(exc)
+            # The probe runs as a task of its own and is not waited on past the timeout: against a
+            # hung database, cancelling a statement waits for the server too (asyncpg sends it a
+            # cancel request), and a wait_for would wait with it. A probe still running from the last
+            # round means not ready, without a second one piling up behind it.
+            if probe is None:
+                probe = asyncio.ensure_future(self.unready_reason())
+            done, _ = await asyncio.wait({probe}, timeout=READINESS_TIMEOUT_S)
+            if not done:
+                probe.cancel()
+                reason: str | None = f"no answer within {READINESS_TIMEOUT_S:g} s"
+            else:
+                try:
+                    reason = probe.result()
+                except asyncio.CancelledError:
+                    reason = f"no answer within {READINESS_TIMEOUT_S:g} s"
+                except Exception as exc:
+                    reason = describe_error(exc)
+                probe = None
             if (reason is None) != ready and self.server is not None:
                 ready = reason is None
                 await self.server.set_ready(ready)
