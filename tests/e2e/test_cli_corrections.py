@@ -367,9 +367,9 @@ async def test_cli_audit_log_and_verify(hash_stack: Stack, hash_clients: Clients
     assert "not a memory id" in failed(log_bad)
     assert "mnemo workspace add" in failed(log_no_ws)
 
-    assert succeeded(verify_ws).strip() == "ok: 4 events in 1 chains verified"
+    assert succeeded(verify_ws).strip() == "ok: 4 events in 1 chains verified; their heads match their signed anchors"
     out = succeeded(verify_all)
-    assert re.match(r"^ok: \d+ events in \d+ chains verified$", out.strip()), out
+    assert re.match(r"^ok: \d+ events in \d+ chains verified; their heads match their signed anchors$", out.strip()), out
     verified = json.loads(succeeded(verify_json))
     assert verified["ok"] is True and verified["events_checked"] == 4 and verified["broken_event_id"] == 0
     assert "mnemo workspace add" in failed(verify_no_ws)
@@ -388,7 +388,7 @@ async def test_cli_audit_verify_finds_a_tampered_chain(postgres: Postgres) -> No
         for text in ("One.", "Two.", "Three."):
             await written(stack, "cut", text)
         out = await ok(stack, "audit", "verify")
-        assert out.strip() == "ok: 7 events in 2 chains verified"
+        assert out.strip() == "ok: 7 events in 2 chains verified; their heads match their signed anchors"
 
         conn = await asyncpg.connect(stack.dsn)
         try:
@@ -439,6 +439,6 @@ async def test_cli_audit_verify_finds_a_tampered_chain(postgres: Postgres) -> No
         await ok(stack, "workspace", "add", "--name", "clean")
         await written(stack, "clean", "Nothing to see.")
         out = await ok(stack, "audit", "verify", "-w", "clean")
-        assert out.strip() == "ok: 2 events in 1 chains verified"
+        assert out.strip() == "ok: 2 events in 1 chains verified; their heads match their signed anchors"
     finally:
         await stack.stop()
