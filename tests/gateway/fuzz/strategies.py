@@ -404,8 +404,15 @@ async def db_state(dsn: str) -> dict[str, tuple[int, int]]:
 
 
 def changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, int]:
-    """Rows added per table that changed at all (0 for a table only updated)."""
-    return {t: after[t][0] - before[t][0] for t in sorted(after) if before.get(t) != after[t]}
+    """Rows added per table that changed at all (0 for a table only updated).
+
+    A workspace's audit anchor (audit_anchors, one row per workspace) moves in the transaction that
+    appends to its chain: with audit events added it is part of them, not a change of its own; alone
+    it is a change like any other (a refused call must not move it)."""
+    changed = {t: after[t][0] - before[t][0] for t in sorted(after) if before.get(t) != after[t]}
+    if "audit_events" in changed:
+        changed.pop("audit_anchors", None)
+    return changed
 
 
 async def chunk_count(dsn: str, memory_id: str, version: int) -> int:
