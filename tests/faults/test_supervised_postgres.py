@@ -19,23 +19,10 @@ import asyncpg
 import httpx
 import psutil
 
+from mnemo_store.embedded import server_processes
 from tests.e2e.test_processes import MNEMO, LineReader, clean_env
 
 WORKSPACE = "supervised"
-
-
-def server_processes(pgdata: Path) -> list[psutil.Process]:
-    """Live PostgreSQL processes (postmaster and backends) working in `pgdata`."""
-    found = []
-    for process in psutil.process_iter(["name"]):
-        with contextlib.suppress(psutil.Error):
-            if (
-                process.info["name"] == "postgres"
-                and process.status() != psutil.STATUS_ZOMBIE
-                and Path(process.cwd()) == pgdata.resolve()
-            ):
-                found.append(process)
-    return found
 
 
 def postmaster_pid(pgdata: Path) -> int:

