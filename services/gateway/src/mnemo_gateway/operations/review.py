@@ -103,10 +103,7 @@ class ReviewOperations(OperationsBase):
         return {"proposal": proposal_json(response.proposal), "created": response.created}
 
     async def accept_proposal(self, proposal_id: str, args: ProposalDecisionInput) -> dict[str, Any]:
-        checked(args)
-        request = ingest_pb.AcceptProposalRequest(
-            workspace=(args.workspace or "").strip(), id=check_proposal_id(proposal_id), reason=args.reason
-        )
+        request = _decision(ingest_pb.AcceptProposalRequest, proposal_id, args)
         response = await self._call(self.backends.ingest.AcceptProposal, request)
         return {
             "proposal": proposal_json(response.proposal),
@@ -114,20 +111,20 @@ class ReviewOperations(OperationsBase):
         }
 
     async def reject_proposal(self, proposal_id: str, args: ProposalDecisionInput) -> dict[str, Any]:
-        checked(args)
-        request = ingest_pb.RejectProposalRequest(
-            workspace=(args.workspace or "").strip(), id=check_proposal_id(proposal_id), reason=args.reason
-        )
+        request = _decision(ingest_pb.RejectProposalRequest, proposal_id, args)
         response = await self._call(self.backends.ingest.RejectProposal, request)
         return {"proposal": proposal_json(response.proposal)}
 
     async def reverse_proposal(self, proposal_id: str, args: ProposalDecisionInput) -> dict[str, Any]:
-        checked(args)
-        request = ingest_pb.ReverseProposalRequest(
-            workspace=(args.workspace or "").strip(), id=check_proposal_id(proposal_id), reason=args.reason
-        )
+        request = _decision(ingest_pb.ReverseProposalRequest, proposal_id, args)
         response = await self._call(self.backends.ingest.ReverseProposal, request)
         return {
             "proposal": proposal_json(response.proposal),
             "memories": [memory_json(m, with_content=False) for m in response.memories],
         }
+
+
+def _decision(request_type: Any, proposal_id: str, args: ProposalDecisionInput) -> Any:
+    """An accept, reject or reverse request: the same three fields, checked the same way."""
+    checked(args)
+    return request_type(workspace=(args.workspace or "").strip(), id=check_proposal_id(proposal_id), reason=args.reason)

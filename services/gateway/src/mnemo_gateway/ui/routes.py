@@ -271,15 +271,17 @@ def build_ui_router(ui: WebUI) -> APIRouter:
 
     # -- the review queue (reviewer: the services refuse an agent, and the page says so) -------------------
 
-    @router.get("/review")
-    async def review(request: Request) -> Response:
-        q = request.query_params
-        workspace = ops.workspace(q.get("workspace"))
-        state = q.get("state", "open")
-        kind = q.get("kind", "")
-        listed = await ops.list_proposals(
-            workspace, "" if state == "all" else state, kind, "", REVIEW_PAGE, q.get("page", "")
-        )
+    async def review_page(
+        request: Request,
+        workspace: str,
+        state: str,
+        kind: str,
+        page: str,
+        outcomes: list[dict[str, Any]],
+        done: str,
+    ) -> Response:
+        """The queue as the list and the bulk decisions both show it (the outcomes of a bulk decision above it)."""
+        listed = await ops.list_proposals(workspace, "" if state == "all" else state, kind, "", REVIEW_PAGE, page)
         return await ui.page(
             request,
             "review.html",
@@ -291,9 +293,17 @@ def build_ui_router(ui: WebUI) -> APIRouter:
             kind=kind,
             states=PROPOSAL_STATES,
             proposal_kinds=PROPOSAL_KINDS,
-            outcomes=[],
-            done=q.get("done", ""),
+            outcomes=outcomes,
+            done=done,
         )
+
+    @router.get("/review")
+    async def review(request: Request) -> Response:
+        q = request.query_params
+        workspace = ops.workspace(q.get("workspace"))
+        state = q.get("state", "open")
+        kind = q.get("kind", "")
+        return await review_page(request, workspace, state, kind, q.get("page", ""), [], q.get("done", ""))
 
     @router.get("/review/{proposal_id}")
     async def proposal(request: Request, proposal_id: str) -> Response:
@@ -338,21 +348,7 @@ def build_ui_router(ui: WebUI) -> APIRouter:
                 outcomes.append({"id": proposal_id, "ok": True, "message": DONE[decision]})
             except CallError as exc:
                 outcomes.append({"id": proposal_id, "ok": False, "message": exc.message})
-        listed = await ops.list_proposals(workspace, "open", "", "", REVIEW_PAGE, "")
-        return await ui.page(
-            request,
-            "review.html",
-            workspace,
-            switch_action="/ui/review",
-            proposals=listed["proposals"],
-            next_page=listed.get("next_page_token", ""),
-            state="open",
-            kind="",
-            states=PROPOSAL_STATES,
-            proposal_kinds=PROPOSAL_KINDS,
-            outcomes=outcomes,
-            done="",
-        )
+        return await review_page(request, workspace, "open", "", "", outcomes, "")
 
     return router
 
