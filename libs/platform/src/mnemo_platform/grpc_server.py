@@ -492,6 +492,11 @@ class GrpcApp:
         every READINESS_INTERVAL_S; the answer is the named services' gRPC health."""
         return None
 
+    async def renew_connections(self) -> None:
+        """Called when a readiness probe failed: the service replaces connections that may have
+        died silently (a database-backed service renews its pool's connections)."""
+        return None
+
     async def start(self) -> None:
         registrations = await self.open()
         self.server = GrpcServer(
@@ -532,6 +537,8 @@ class GrpcApp:
                 except Exception as exc:
                     reason = describe_error(exc)
                 probe = None
+            if reason is not None:
+                await self.renew_connections()
             if (reason is None) != ready and self.server is not None:
                 ready = reason is None
                 await self.server.set_ready(ready)

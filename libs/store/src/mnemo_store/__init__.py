@@ -24,7 +24,14 @@ from mnemo_store.audit import (
     event_hash,
     verify_chains,
 )
-from mnemo_store.database import check_server_version, instrument_asyncpg, open_pool, unready_reason
+from mnemo_store.database import (
+    check_server_version,
+    close_pool,
+    instrument_asyncpg,
+    open_pool,
+    renew_connections,
+    unready_reason,
+)
 from mnemo_store.embedded import EmbeddedPostgres
 from mnemo_store.embedding_space import (
     EmbeddingSpaceMismatch,
@@ -93,6 +100,7 @@ __all__ = [
     "caller_reach",
     "check_access",
     "check_server_version",
+    "close_pool",
     "configure_anchor_key",
     "create_token",
     "default_data_dir",
@@ -110,6 +118,7 @@ __all__ = [
     "prepare_database",
     "reach_in",
     "read_embedding_space",
+    "renew_connections",
     "require_everywhere",
     "resolve_for_read",
     "resolve_for_write",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 
@@ -99,6 +100,37 @@ async def open_pool(
         raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     assert pool is not None
     return pool
+
+
+POOL_CLOSE_TIMEOUT_S = 5.0
+
+
+async def close_pool(pool: asyncpg.Pool, timeout_s: float = POOL_CLOSE_TIMEOUT_S) -> None:
+    """Closes `pool` gracefully, for at most `timeout_s`, then terminates what is left.
+
+    A graceful close waits for every connection to be released and then for the server to see it
+    go. A connection whose network path died silently (a partition, a lost NAT entry) answers
+    neither, and `Pool.close` has no timeout of its own: without this a service's stop waited
+    minutes for its statements' `command_timeout` and then for ever on the close.
+    """
+    try:
+        await asyncio.wait_for(pool.close(), timeout_s)
+    except TimeoutError:
+        # wait_for cancelled close(), which terminates the pool's connections when cancelled.
+        log.warning("pool_close_timed_out", timeout_s=timeout_s)
+        pool.terminate()
+
+
+async def renew_connections(pool: asyncpg.Pool | None) -> None:
+    """Replaces every pooled connection at its next use: the answer to a failed readiness probe.
+
+    A database that stopped answering may be a dead network path rather than a dead server, and a
+    connection on a path that died silently stays open for ever (asyncpg has no keepalive; a
+    statement on it waits for `command_timeout`). A call that times out drops its own connection,
+    but idle ones would each cost a later call its deadline once the path is back.
+    """
+    if pool is not None and not pool.is_closing():
+        await pool.expire_connections()
 
 
 async def unready_reason(pool: asyncpg.Pool | None) -> str | None:

@@ -18,7 +18,7 @@ from mnemo_harvest.servicer import HarvestServicer
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
 from mnemo_harvest.summarize import Summarizer
 from mnemo_platform import GrpcApp, Registration, open_channel
-from mnemo_store import prepare_database, unready_reason
+from mnemo_store import close_pool, prepare_database, renew_connections, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings
 
@@ -108,6 +108,9 @@ class HarvestApp(GrpcApp):
     async def unready_reason(self) -> str | None:
         return await unready_reason(self.pool)
 
+    async def renew_connections(self) -> None:
+        await renew_connections(self.pool)
+
     async def close(self) -> None:
         if self._poller is not None:
             self._poller.cancel()
@@ -118,4 +121,4 @@ class HarvestApp(GrpcApp):
         if self.engine is not None and self.engine.summarizer is not None:
             await self.engine.summarizer.aclose()
         if self.pool is not None:
-            await self.pool.close()
+            await close_pool(self.pool)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import structlog
 
 from mnemo.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mnemo_embed import Embedder, build_embedder
@@ -18,9 +19,13 @@ from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform import GrpcApp, Registration
 from mnemo_redact import warm_up
-from mnemo_store import prepare_database, unready_reason
+from mnemo_store import close_pool, prepare_database, renew_connections, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings
+
+log = structlog.get_logger("mnemo.ingest")
+
+BACKGROUND_STOP_TIMEOUT_S = 5.0
 
 SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name
 
@@ -88,15 +93,24 @@ class IngestApp(GrpcApp):
     async def unready_reason(self) -> str | None:
         return await unready_reason(self.pool)
 
+    async def renew_connections(self) -> None:
+        await renew_connections(self.pool)
+
     async def close(self) -> None:
         if self._warming is not None:
             # Its failure, if any, is met again by the first write that needs detect-secrets.
             await asyncio.gather(self._warming, return_exceptions=True)
-        if self.workers is not None:
-            await self.workers.stop()
-        if self.poster is not None:
-            await self.poster.stop()
-        if self.consolidator is not None:
-            await self.consolidator.stop()
+        # The background loops are cancelled, but a statement on a connection whose network path
+        # died silently does not return to a cancellation (asyncpg waits for the server to
+        # acknowledge it): they get a bounded wait, then the pool is terminated under them, which
+        # wakes them, and only then are they waited for.
+        loops = [c.stop() for c in (self.workers, self.poster, self.consolidator) if c is not None]
+        stopping = asyncio.ensure_future(asyncio.gather(*loops))
+        await asyncio.wait({stopping}, timeout=BACKGROUND_STOP_TIMEOUT_S)
         if self.pool is not None:
-            await self.pool.close()
+            if stopping.done():
+                await close_pool(self.pool)
+            else:
+                log.warning("background_stop_timed_out", timeout_s=BACKGROUND_STOP_TIMEOUT_S)
+                self.pool.terminate()
+        await stopping

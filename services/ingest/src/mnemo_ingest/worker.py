@@ -35,6 +35,7 @@ log = structlog.get_logger("mnemo.ingest.worker")
 # indexes) is tried again this many times, after 0.05, 0.1, 0.2 … s; then it stays leased and
 # comes back when the lease ends.
 STORE_TRIES = 6
+LISTEN_CLOSE_TIMEOUT_S = 2.0
 
 
 class EmbeddingWorkers:
@@ -102,7 +103,10 @@ class EmbeddingWorkers:
                 await asyncio.sleep(min(5.0, self.settings.embed_rescan_s))
             finally:
                 if conn is not None and not conn.is_closed():
-                    await conn.close()
+                    # Bounded: on a network path that died silently a graceful close never returns
+                    # (asyncpg aborts the connection when the timeout passes).
+                    with contextlib.suppress(Exception):
+                        await conn.close(timeout=LISTEN_CLOSE_TIMEOUT_S)
 
     async def _run(self, index: int) -> None:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 
 from mnemo.search.v1 import search_service_pb2, search_service_pb2_grpc
@@ -11,7 +13,7 @@ from mnemo_platform import GrpcApp, Registration
 from mnemo_search.engine import LEXICAL_SESSION, session_settings
 from mnemo_search.servicer import SearchServicer
 from mnemo_search.settings import SearchSettings
-from mnemo_store import open_pool, prepare_database, unready_reason
+from mnemo_store import close_pool, open_pool, prepare_database, renew_connections, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import TrustSettings
 
@@ -64,7 +66,9 @@ class SearchApp(GrpcApp):
     async def unready_reason(self) -> str | None:
         return await unready_reason(self.pool)
 
+    async def renew_connections(self) -> None:
+        for pool in (self.pool, self.lexical_pool):
+            await renew_connections(pool)
+
     async def close(self) -> None:
-        for pool in (self.lexical_pool, self.pool):
-            if pool is not None:
-                await pool.close()
+        await asyncio.gather(*(close_pool(pool) for pool in (self.lexical_pool, self.pool) if pool is not None))
