@@ -8,16 +8,16 @@ import tempfile
 import asyncpg
 
 from mnemo_embed.local import BUNDLED_MODEL_NAME
-from mnemo_store import load_migrations
+from mnemo_store import admin_token_exists, authenticate, load_migrations
 from mnemo_store.embedding_space import read_embedding_space
 from mnemo_store.migrations import pending_migrations
 from tests.e2e.test_processes import MNEMO, clean_env
 from tests.helpers import Postgres
 
 
-async def run_migrate(env: dict[str, str]) -> tuple[int, str, str]:
+async def run_migrate(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        MNEMO, "migrate", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        MNEMO, "migrate", *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await process.communicate()
     return process.returncode or 0, out.decode(), err.decode()
@@ -70,3 +70,27 @@ async def test_migrate_exits_nonzero_in_one_line_when_postgres_cannot_be_reached
     # Positive control: the same command against a database that answers succeeds.
     code, _, err = await run_migrate(migrate_env(await postgres.create_database("migrate")))
     assert code == 0, err
+
+
+async def test_migrate_admin_token_mints_the_first_admin_token_once(postgres: Postgres) -> None:
+    dsn = await postgres.create_database("migrate")
+    env = migrate_env(dsn, MNEMO_AUTH="on", MNEMO_INTERNAL_SECRET="s" * 32)
+    # Control: the Job's plain run creates no token (nothing secret in its logs).
+    code, out, err = await run_migrate(env)
+    assert code == 0, err
+    assert "MNEMO_TOKEN=" not in out
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await admin_token_exists(conn) is False
+        code, out, err = await run_migrate(env, "--admin-token")
+        assert code == 0, err
+        secret = out.split("MNEMO_TOKEN=", 1)[1].split()[0]
+        token = await authenticate(conn, secret)
+        assert token is not None and token.role == "admin"
+        assert await admin_token_exists(conn) is True
+
+        code, out, err = await run_migrate(env, "--admin-token")
+        assert code == 0, err
+        assert "MNEMO_TOKEN=" not in out and "a live admin token exists already" in out
+    finally:
+        await conn.close()

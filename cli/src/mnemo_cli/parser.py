@@ -209,6 +209,11 @@ def build_parser() -> Parser:
         "anchor key, the embedding space), then exits: 0 when it is at this version's schema, 1 when PostgreSQL "
         "cannot be reached within MNEMO_DB_WAIT_S or refuses, 2 for bad settings.",
     )
+    migrate.add_argument(
+        "--admin-token",
+        action="store_true",
+        help="then create the first admin token if no live one exists and print it, once (MNEMO_AUTH=on)",
+    )
     migrate.set_defaults(func=running.cmd_migrate)
 
     write = sub.add_parser(

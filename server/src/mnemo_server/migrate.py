@@ -11,14 +11,18 @@ from mnemo_platform import MnemoError, load_all
 from mnemo_platform.config import LogSettings
 from mnemo_platform.logging import configure_logging
 from mnemo_platform.settings import SettingsError
-from mnemo_store import migrate_database
+from mnemo_store import bootstrap_admin_token, migrate_database
 from mnemo_store.settings import DatabaseSettings
 
 
-def run_migrate() -> int:
+def run_migrate(admin_token: bool = False) -> int:
     """Does what a starting ingest does to the database (migrations, audit anchor key, embedding
     space) and nothing more; 0 when the database is at this version's schema, 2 for bad settings,
-    1 when PostgreSQL cannot be reached (after MNEMO_DB_WAIT_S) or refuses the migrations."""
+    1 when PostgreSQL cannot be reached (after MNEMO_DB_WAIT_S) or refuses the migrations.
+
+    With `admin_token`, then creates the first admin token if no live one exists and prints it, once:
+    what `mnemo up` does on its first start with authentication on, for a cluster, where the services
+    never mint one. The migration Job runs without it, so no secret is left in its logs."""
     try:
         logs, database, embedding = load_all((LogSettings, DatabaseSettings, EmbeddingSettings))
         configure_logging(logs.level, logs.format)
@@ -40,4 +44,14 @@ def run_migrate() -> int:
         print(f"mnemo migrate: applied {len(applied)} migration(s): {', '.join(applied)}", flush=True)
     else:
         print("mnemo migrate: the database was already at this version's schema", flush=True)
+    if admin_token:
+        try:
+            secret = asyncio.run(bootstrap_admin_token(database.url))
+        except (MnemoError, OSError) as exc:
+            print(f"mnemo migrate: cannot create the admin token: {exc}", file=sys.stderr)
+            return 1
+        if secret:
+            print(f"An admin token was created. It is shown only now:\n  MNEMO_TOKEN={secret}", flush=True)
+        else:
+            print("mnemo migrate: a live admin token exists already; none was created", flush=True)
     return 0

@@ -46,7 +46,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     require_server()
     from mnemo_server.migrate import run_migrate
 
-    return run_migrate()
+    return run_migrate(admin_token=args.admin_token)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
