@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grpc
 import httpx
+import psutil
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.deploy.dockerfile import DOCKERFILE, ROOT, Stage, build_context, stages, strip_flags
@@ -198,6 +199,9 @@ async def test_the_image_venv_runs_migrate_and_every_service(postgres: Postgres)
         loaded = await logged(procs["ingest"], "embedder_ready")
         assert loaded["dimension"] == 384
         assert any((root / "var" / "cache" / "mnemo").iterdir())
+        # For the resource requests in deploy/k8s (docs/operations.md): each process's memory, idle.
+        rss = {s: psutil.Process(p.process.pid).memory_info().rss >> 20 for s, p in procs.items()}
+        print(f"resident memory after start, MB: {rss}")
     # A read-only root filesystem would have refused any write into the venv or the home directory.
     assert snapshot(venv) == venv_before
     assert list(home.iterdir()) == []

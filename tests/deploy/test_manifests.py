@@ -110,7 +110,8 @@ def schema_problems(objects: list[Obj]) -> list[str]:
 
 def container_problems(objects: list[Obj]) -> list[str]:
     """Probes (long-running workloads; a Job's pod runs to completion), requests and limits, and a
-    non-root, read-only, unprivileged context for every container."""
+    non-root, read-only, unprivileged context for every container (the `restricted` Pod Security
+    Standard the namespaces enforce, and a read-only root filesystem besides)."""
     problems = []
     for workload in workloads(objects):
         pod_context = pod_spec(workload).get("securityContext", {})
@@ -132,6 +133,9 @@ def container_problems(objects: list[Obj]) -> list[str]:
                 problems.append(f"{where}: privilege escalation allowed")
             if "ALL" not in context.get("capabilities", {}).get("drop", []):
                 problems.append(f"{where}: capabilities not all dropped")
+            seccomp = context.get("seccompProfile", pod_context.get("seccompProfile", {}))
+            if seccomp.get("type") not in {"RuntimeDefault", "Localhost"}:
+                problems.append(f"{where}: no seccomp profile")
     return problems
 
 
