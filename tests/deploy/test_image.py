@@ -67,7 +67,12 @@ def build_venv(root: Path) -> Path:
 
 def image_env(root: Path, final: Stage, **overrides: str) -> dict[str, str]:
     """The final stage's ENV with its paths under `root`, over a clean environment."""
-    env = {k: v for k, v in clean_env().items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
+    # Nothing of this machine's Python, Hugging Face or XDG set-up reaches the processes: only the image's.
+    env = {
+        k: v
+        for k, v in clean_env().items()
+        if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"} and not k.startswith(("HF_", "XDG_"))
+    }
     for key, value in final.env().items():
         env[key] = relocate(value, root).replace("$PATH", env.get("PATH", ""))
     env["TMPDIR"] = str(root / "tmp")  # an emptyDir at /tmp in the cluster
