@@ -12,12 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
 import httpx
 import psutil
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.deploy.dockerfile import DOCKERFILE, ROOT, Stage, build_context, stages, strip_flags
@@ -135,8 +136,18 @@ def test_the_dockerfile_is_multi_stage_non_root_and_ships_only_the_venv() -> Non
     assert any("/usr/local/bin/uv" in c for c in build.args("COPY"))
 
 
-async def test_the_image_venv_runs_migrate_and_every_service(postgres: Postgres) -> None:
-    root = Path(tempfile.mkdtemp(prefix="mnemo-image-"))
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """Stands for the image's `/`: a short path (the venv's scripts name their interpreter in a
+    shebang), removed afterwards (the venv is some 450 MB)."""
+    path = Path(tempfile.mkdtemp(prefix="mnemo-image-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_the_image_venv_runs_migrate_and_every_service(postgres: Postgres, root: Path) -> None:
     venv = build_venv(root)
     megabytes = size_mb(venv)
     print(f"image venv: {megabytes} MB")
