@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -50,6 +51,19 @@ def size_mb(directory: Path) -> int:
     return round(sum(stat.st_size for stat in files) / 1_000_000)
 
 
+def base_python() -> str:
+    """What stands for the base image's interpreter: an installed Python of the Dockerfile's
+    PYTHON_VERSION if uv finds one on this machine, else the one running the tests."""
+    args, _ = stages(DOCKERFILE.read_text())
+    found = subprocess.run(
+        [shutil.which("uv") or "uv", "python", "find", "--system", args["PYTHON_VERSION"]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+    )
+    return found.stdout.strip() if found.returncode == 0 else sys._base_executable
+
+
 def build_venv(root: Path) -> Path:
     """Runs the build stage's steps as `docker build` would, under `root` instead of /."""
     build, _ = image_stages()
@@ -60,8 +74,7 @@ def build_venv(root: Path) -> Path:
         shutil.copy2(ROOT / path, src / path)
     [run] = build.args("RUN")
     command = relocate(strip_flags(run), root)
-    # The base image's interpreter is this test's: the same minor version (the Dockerfile's PYTHON_VERSION).
-    command = command.replace("/usr/local/bin/python3", sys._base_executable)
+    command = command.replace("/usr/local/bin/python3", base_python())
     subprocess.run([shutil.which("sh") or "/bin/sh", "-c", command], cwd=src, check=True, timeout=600)
     return root / "opt" / "mnemo" / "venv"
 
