@@ -202,6 +202,19 @@ def build_parser() -> Parser:
     # The services of mnemo_server.serve; no proto enum lists them.
     serve.add_argument("service", choices=["ingest", "search", "harvest", "gateway"])
     serve.set_defaults(func=running.cmd_serve)
+    migrate = sub.add_parser(
+        "migrate",
+        help="apply the database migrations to MNEMO_DATABASE_URL and exit (a Kubernetes Job runs this)",
+        description="Does to MNEMO_DATABASE_URL's database what a starting ingest does (migrations, the audit "
+        "anchor key, the embedding space), then exits: 0 when it is at this version's schema, 1 when PostgreSQL "
+        "cannot be reached within MNEMO_DB_WAIT_S or refuses, 2 for bad settings.",
+    )
+    migrate.add_argument(
+        "--admin-token",
+        action="store_true",
+        help="then create the first admin token if no live one exists and print it, once (MNEMO_AUTH=on)",
+    )
+    migrate.set_defaults(func=running.cmd_migrate)
 
     write = sub.add_parser(
         "write", help="write a memory (content from the argument or stdin)", deferred=_write_arguments

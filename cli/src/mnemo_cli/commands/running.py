@@ -1,4 +1,4 @@
-"""Running Mnemo: `up` (everything in one process), `serve` (one service) and `bench` (from a source checkout)."""
+"""Running Mnemo: `up` (everything in one process), `serve` (one service), `migrate`, `bench` (source checkout)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     serve(args.service)
     return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    require_server()
+    from mnemo_server.migrate import run_migrate
+
+    return run_migrate(admin_token=args.admin_token)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

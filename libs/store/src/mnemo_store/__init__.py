@@ -45,7 +45,7 @@ from mnemo_store.params import Params
 from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Scope, Scoped, build_scope
 from mnemo_store.proposals import NewProposal, open_proposal
 from mnemo_store.settings import DatabaseSettings, default_data_dir
-from mnemo_store.setup import prepare_database
+from mnemo_store.setup import migrate_database, prepare_database
 from mnemo_store.tokens import (
     TokenRow,
     admin_token_exists,
@@ -112,6 +112,7 @@ __all__ = [
     "list_tokens",
     "list_workspaces",
     "load_migrations",
+    "migrate_database",
     "normalize_root",
     "open_pool",
     "open_proposal",

@@ -60,10 +60,50 @@ async def _wait_for_schema(
                 await ready()
     except _SchemaBehind as exc:
         raise Unavailable(
-            f"the database is not ready for this service: {exc}. The ingest service migrates the database; "
-            "start it first (`mnemo up` starts it before the others)",
+            f"the database is not ready for this service: {exc}. `mnemo migrate` or the ingest service migrates "
+            "the database; run one of them first (`mnemo up` starts ingest before the others)",
             reasons_pb.ERROR_REASON_NOT_MIGRATED,
         ) from exc
+
+
+async def _connect_checked(dsn: str, wait_s: float) -> asyncpg.Connection:
+    """A connection to a PostgreSQL this version runs on, waiting up to wait_s for it to answer."""
+    try:
+        conn = await _connect(dsn, wait_s)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+    try:
+        await check_server_version(conn)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def _migrate(
+    conn: asyncpg.Connection, database: DatabaseSettings, embed_model: str | None, embed_dimension: int | None
+) -> list[str]:
+    """Applies the migrations, makes the audit anchor key if missing and records the embedding space."""
+    applied = await apply_migrations(conn)
+    if configure_anchor_key(database.audit_key_path, create=True):
+        # A key made just now: the chains written before it are trusted as they stand.
+        anchored = await anchor_unanchored_chains(conn)
+        log.info("audit_anchor_key_created", path=anchor_key_path(), chains=anchored)
+    if embed_model is not None and embed_dimension is not None:
+        await ensure_embedding_space(conn, embed_model, embed_dimension)
+    return applied
+
+
+async def migrate_database(
+    dsn: str, database: DatabaseSettings, embed_model: str | None = None, embed_dimension: int | None = None
+) -> list[str]:
+    """What a starting ingest does to the database, and nothing else (`mnemo migrate`, a Kubernetes Job):
+    returns the migrations applied now. Waits up to `database.wait_s` for PostgreSQL to answer."""
+    conn = await _connect_checked(dsn, database.wait_s)
+    try:
+        return await _migrate(conn, database, embed_model, embed_dimension)
+    finally:
+        await conn.close()
 
 
 async def prepare_database(
@@ -83,20 +123,10 @@ async def prepare_database(
     `session` is the settings every pooled connection starts with (see `open_pool`), besides the
     database settings' timeouts (`DatabaseSettings.session_limits`).
     """
+    conn = await _connect_checked(dsn, database.wait_s)
     try:
-        conn = await _connect(dsn, database.wait_s)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise Unavailable(f"cannot connect to PostgreSQL: {exc}") from exc
-    try:
-        await check_server_version(conn)
         if migrate:
-            await apply_migrations(conn)
-            if configure_anchor_key(database.audit_key_path, create=True):
-                # A key made just now: the chains written before it are trusted as they stand.
-                anchored = await anchor_unanchored_chains(conn)
-                log.info("audit_anchor_key_created", path=anchor_key_path(), chains=anchored)
-            if embed_model is not None and embed_dimension is not None:
-                await ensure_embedding_space(conn, embed_model, embed_dimension)
+            await _migrate(conn, database, embed_model, embed_dimension)
         else:
             await _wait_for_schema(conn, embed_model, embed_dimension, database.wait_s)
             configure_anchor_key(database.audit_key_path)
