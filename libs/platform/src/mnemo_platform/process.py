@@ -8,11 +8,18 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses, require_auth_beyond_loopback
+from mnemo_platform.config import (
+    AuthSettings,
+    LogSettings,
+    ServiceAddresses,
+    TelemetrySettings,
+    require_auth_beyond_loopback,
+)
 from mnemo_platform.context import configure_auth
 from mnemo_platform.errors import MnemoError
 from mnemo_platform.grpc_server import GrpcApp
 from mnemo_platform.logging import configure_logging
+from mnemo_platform.metrics import MetricsServer, configure_metrics, shutdown_metrics
 from mnemo_platform.runner import Component, run_until_signalled
 from mnemo_platform.settings import SettingsError, load
 from mnemo_platform.telemetry import configure_tracing
@@ -34,6 +41,8 @@ def run_process(
         logs = load(LogSettings)
         configure_logging(logs.level, logs.format)
         configure_tracing(f"mnemo-{service_name}")
+        configure_metrics(f"mnemo-{service_name}")
+        telemetry = load(TelemetrySettings)
         auth = load(AuthSettings)
         if not configures_auth:
             if auth.enabled and not auth.internal_secret:
@@ -50,6 +59,9 @@ def run_process(
                 require_auth_beyond_loopback(component.name, component.address, auth)
                 component.connection = addresses.connection_policy()
                 component.max_concurrent_rpcs = addresses.max_concurrent_rpcs
+        if telemetry.metrics_port:
+            # First, so a port already taken stops the process before anything else starts.
+            components = [MetricsServer(addresses.grpc_host, telemetry.metrics_port), *components]
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
         return 2
@@ -59,6 +71,7 @@ def run_process(
 
     try:
         asyncio.run(main())
+        shutdown_metrics()
     except (MnemoError, OSError) as exc:
         log.error("startup_failed", error=str(exc))
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
