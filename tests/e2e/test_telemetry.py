@@ -34,6 +34,10 @@ from mnemo_embed import HashEmbedder
 from tests.e2e.test_processes import Proc, clean_env, free_port, run_to_exit, running, wait_serving
 from tests.helpers import Postgres, eventually, migrate, tool_json
 
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "observability.md"
+DASHBOARD = ROOT / "deploy" / "observability" / "grafana-dashboard.json"
+RULES = ROOT / "deploy" / "observability" / "prometheus-rules.yaml"
 SERVER = trace_pb2.Span.SPAN_KIND_SERVER
 CLIENT = trace_pb2.Span.SPAN_KIND_CLIENT
 
@@ -425,6 +429,7 @@ async def test_metrics_are_scraped_from_every_process_and_count_what_was_served(
     assert sample(gateway, "mnemo_http_server_duration_seconds_count", http_route="/api/v1/memories/{memory_id}")
     assert ids[0] not in gateway and "/no/such/path" not in gateway
     assert sample(gateway, "mnemo_http_server_duration_seconds_count", http_route="unmatched")
+    assert sample(ingest, "mnemo_service_ready", service="ingest") == 1
     # Pools, per service.
     assert (sample(ingest, "mnemo_db_pool_connections", service="ingest", state="open") or 0) >= 1
     search = await scrape(topology.metrics_urls["search"])
@@ -448,6 +453,17 @@ async def test_metrics_are_scraped_from_every_process_and_count_what_was_served(
         return "mnemo.rpc.server.duration" in got["http"] and "mnemo.http.server.duration" in got["grpc"]
 
     await eventually(exported, timeout=20)
+
+    # Every series the documentation, the dashboard and the alerts name is one these processes serve
+    # (harvest's counter is checked by tests/harvest/test_surfaces.py: no harvest runs here).
+    scraped = "\n".join([ingest, search, gateway])
+    named = set()
+    for path in (DOCS, DASHBOARD, RULES):
+        named |= set(re.findall(r"\bmnemo_[a-z_]+[a-z](?![.\w])", path.read_text()))
+    json.loads(DASHBOARD.read_text())
+    assert "mnemo_embed_queue_oldest_age_seconds" in named and "mnemo_db_pool_connections" in named
+    missing = {n for n in named if not re.search(rf"^(# TYPE )?{n}\b", scraped, re.MULTILINE)}
+    assert missing == {"mnemo_harvest_sessions_total"}, missing
 
 
 async def test_the_metrics_port_answers_only_get_metrics(topology: Topology) -> None:

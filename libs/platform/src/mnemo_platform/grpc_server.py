@@ -41,7 +41,7 @@ from mnemo_platform.errors import (
     describe_error,
     invalid_input,
 )
-from mnemo_platform.metrics import configure_metrics, forget_pool, observe_pool, rpc_duration
+from mnemo_platform.metrics import configure_metrics, forget_pool, observe_pool, rpc_duration, set_ready
 from mnemo_platform.reasons import status_details
 from mnemo_platform.telemetry import background_span, untraced
 
@@ -517,6 +517,7 @@ class GrpcApp:
         except BaseException:
             await self.close()
             raise
+        set_ready(self.name, True)
         self._readiness = asyncio.create_task(self._watch_readiness(), name=f"{self.name}-readiness")
 
     async def _probe(self) -> str | None:
@@ -550,6 +551,7 @@ class GrpcApp:
             if (reason is None) != ready and self.server is not None:
                 ready = reason is None
                 await self.server.set_ready(ready)
+                set_ready(self.name, ready)
                 if ready:
                     log.info("service_ready", service=self.name)
                 else:
@@ -565,6 +567,7 @@ class GrpcApp:
             self._readiness = None
         if self.server is not None:
             await self.server.stop()
+        set_ready(self.name, None)
         pool = getattr(self, "pool", None)
         if pool is not None:
             forget_pool(self.name, pool)

@@ -66,6 +66,8 @@ class _Gauges:
     """queue holds `pending`, `failed` and `oldest_age_s` from the last sample of the embedding queue."""
     pools: dict[str, Any] = field(default_factory=dict)
     """pools maps a service's name to its asyncpg pool."""
+    ready: dict[str, bool] = field(default_factory=dict)
+    """ready maps a running service's name to its readiness (its database answers)."""
 
 
 _gauges = _Gauges()
@@ -89,6 +91,17 @@ def _pool_size(_: CallbackOptions) -> Iterable[Observation]:
         yield Observation(pool.get_max_size(), {"service": service, "state": "max"})
 
 
+def _ready(_: CallbackOptions) -> Iterable[Observation]:
+    for service, ready in list(_gauges.ready.items()):
+        yield Observation(1 if ready else 0, {"service": service})
+
+
+meter.create_observable_gauge(
+    "mnemo.service.ready",
+    [_ready],
+    unit="1",
+    description="1 while a service is ready (its gRPC readiness health is SERVING: its database answers), else 0",
+)
 meter.create_observable_gauge(
     "mnemo.embed.queue.depth",
     [_queue_depth],
@@ -112,6 +125,14 @@ meter.create_observable_gauge(
 def observe_pool(service: str, pool: Any) -> None:
     """Reports `pool`'s size and use as `service`'s (replacing a pool it had, as a restarted app's)."""
     _gauges.pools[service] = pool
+
+
+def set_ready(service: str, ready: bool | None) -> None:
+    """Reports `service`'s readiness; None when it stops (its series goes away)."""
+    if ready is None:
+        _gauges.ready.pop(service, None)
+    else:
+        _gauges.ready[service] = ready
 
 
 def forget_pool(service: str, pool: Any) -> None:
