@@ -344,6 +344,13 @@ async def test_a_callers_trace_runs_through_gateway_and_ingest_to_postgres(topol
     lines = [json.loads(line) for line in topology.procs["gateway"].stdout.splitlines() if line.startswith("{")]
     requests = [line for line in lines if line.get("event") == "http_request" and line.get("trace_id") == trace_id]
     assert [(r["path"], r["span_id"]) for r in requests] == [("/api/v1/memories", gateway_span.span_id)]
+    # And ingest's line for the call is in the same trace, with its own server span's id.
+    ingest_span = rpc(spans, SERVER, "WriteMemory")
+    calls = [json.loads(line) for line in topology.procs["ingest"].stdout.splitlines() if line.startswith("{")]
+    completed = [c for c in calls if c.get("event") == "rpc_completed" and c.get("trace_id") == trace_id]
+    assert [(c["method"], c["code"], c["span_id"]) for c in completed] == [
+        ("/mnemo.ingest.v1.IngestService/WriteMemory", "OK", ingest_span.span_id)
+    ]
     # Positive control: other requests' lines carry other trace ids.
     assert any(line.get("event") == "http_request" and line.get("trace_id") not in (None, trace_id) for line in lines)
 
