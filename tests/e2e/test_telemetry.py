@@ -181,7 +181,7 @@ async def topology(
     dsn = await postgres.create_database("telemetry")
     await migrate(dsn, HashEmbedder(64))  # so search need not wait for ingest's migration
     targets = {name: f"127.0.0.1:{free_port()}" for name in ("ingest", "search", "gateway", "harvest")}
-    metrics_ports = {name: free_port() for name in ("ingest", "search")}
+    metrics_ports = {name: free_port() for name in ("ingest", "search", "gateway")}
     http_port = free_port()
     common = {
         "MNEMO_EMBEDDER": "hash",
@@ -217,6 +217,8 @@ async def topology(
             **common,
             MNEMO_HTTP_PORT=str(http_port),
             MNEMO_GATEWAY_GRPC_ADDR=targets["gateway"],
+            # A second listener, as the Kubernetes manifests give every pod alike.
+            MNEMO_METRICS_PORT=str(metrics_ports["gateway"]),
             OTEL_EXPORTER_OTLP_ENDPOINT=grpc_endpoint,
             OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
             OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc",
@@ -478,6 +480,10 @@ async def test_the_metrics_port_answers_only_get_metrics(topology: Topology) -> 
         assert (await http.get(topology.metrics_urls["ingest"])).status_code == 200  # the positive control
         assert (await http.get(topology.metrics_urls["ingest"].replace("/metrics", "/other"))).status_code == 404
         assert (await http.post(topology.metrics_urls["ingest"])).status_code == 405
+    # The gateway's own listener serves what its HTTP port's /metrics does.
+    on_port = await scrape(topology.metrics_urls["gateway"])
+    assert sample(on_port, "mnemo_http_server_duration_seconds_count", http_route="/api/v1/memories")
+    assert sample(on_port, "mnemo_service_ready", service="gateway") == 1
 
 
 async def test_readyz_names_the_backend_that_is_down_and_healthz_stays_up(topology: Topology) -> None:

@@ -59,15 +59,17 @@ def run_process(
                 require_auth_beyond_loopback(component.name, component.address, auth)
                 component.connection = addresses.connection_policy()
                 component.max_concurrent_rpcs = addresses.max_concurrent_rpcs
+        # First, so a port already taken stops the process before anything else starts; `on_ready`
+        # is given the built components only.
+        run: list[Component] = list(components)
         if telemetry.metrics_port:
-            # First, so a port already taken stops the process before anything else starts.
-            components = [MetricsServer(addresses.grpc_host, telemetry.metrics_port), *components]
+            run.insert(0, MetricsServer(addresses.grpc_host, telemetry.metrics_port))
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> None:
-        await run_until_signalled(components, on_ready=(lambda: on_ready(components)) if on_ready else None)
+        await run_until_signalled(run, on_ready=(lambda: on_ready(components)) if on_ready else None)
 
     try:
         asyncio.run(main())
