@@ -9,6 +9,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -122,11 +123,8 @@ def background_span(name: str, **attributes: Any) -> Iterator[trace.Span]:
 def untraced() -> Iterator[None]:
     """Statements and calls made inside record no spans: probes that run every few seconds
     (readiness, queue sampling), which would otherwise be a trace each."""
-    token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
-    try:
+    with suppress_instrumentation():
         yield
-    finally:
-        otel_context.detach(token)
 
 
 def current_trace_id() -> str:
