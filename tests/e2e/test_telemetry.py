@@ -357,6 +357,24 @@ async def test_a_callers_trace_runs_through_gateway_and_ingest_to_postgres(topol
     assert any(line.get("event") == "http_request" and line.get("trace_id") not in (None, trace_id) for line in lines)
 
 
+async def test_a_caller_that_does_not_sample_is_followed_its_trace_id_kept_in_the_logs(topology: Topology) -> None:
+    unsampled, skipped_id, _ = traceparent()
+    unsampled = unsampled[:-2] + "00"
+    sampled, kept_id, _ = traceparent()
+    async with httpx.AsyncClient(base_url=topology.base_url, timeout=30) as http:
+        for header in (unsampled, sampled):
+            response = await http.post("/api/v1/search", json={"query": "sampling"}, headers={"traceparent": header})
+            assert response.status_code == 200, response.text
+    # The sampled request came second through the same exporters: once its spans are in, the
+    # first request's would be too, had they been recorded.
+    await spans_of(topology.received, kept_id, complete("search", "Search"))
+    assert topology.received.trace(skipped_id) == []
+    # Not recorded, yet the caller's trace id is what the gateway's and search's log lines carry.
+    for service in ("gateway", "search"):
+        lines = [json.loads(line) for line in topology.procs[service].stdout.splitlines() if line.startswith("{")]
+        assert {line.get("trace_id") for line in lines} >= {skipped_id, kept_id}, service
+
+
 async def test_an_mcp_call_continues_the_callers_trace_through_search(topology: Topology) -> None:
     header, trace_id, caller_span = traceparent()
     http = create_mcp_http_client(headers={"traceparent": header})
