@@ -244,6 +244,7 @@ async def topology(
             )
     finally:
         http_receiver.shutdown()
+        http_receiver.server_close()
         await grpc_receiver.stop(None)
 
 
