@@ -81,8 +81,8 @@ async def test_requests_without_a_live_token_are_refused(secured: Secured) -> No
     assert mcp.status_code == 401
     # Positive control: the admin token works, and open paths need none.
     assert (await s.http.get("/api/v1/workspaces", headers=s.headers(s.admin))).status_code == 200
-    assert (await s.http.get("/healthz")).status_code == 200
-    assert (await s.http.get("/api/v1/openapi.json")).status_code == 200
+    for open_path in ("/healthz", "/readyz", "/metrics", "/api/v1/openapi.json"):
+        assert (await s.http.get(open_path)).status_code == 200, open_path
 
 
 async def test_an_agent_token_reaches_its_workspace_and_global_only(secured: Secured) -> None:

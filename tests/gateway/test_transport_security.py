@@ -98,8 +98,14 @@ async def test_rest_checks_the_host_too(hash_stack: Stack, path: str) -> None:
         assert (await http.get(path)).status_code == 200  # the positive control
 
 
-async def test_health_answers_any_host(hash_stack: Stack) -> None:
-    # Orchestrators probe by pod IP.
+async def test_health_readiness_and_metrics_answer_any_host(hash_stack: Stack) -> None:
+    # Orchestrators probe, and Prometheus scrapes, by pod IP.
     async with httpx.AsyncClient(base_url=hash_stack.base_url) as http:
         response = await http.get("/healthz", headers={"host": "10.1.2.3:8420"})
-    assert response.status_code == 200 and response.json() == {"status": "ok"}
+        assert response.status_code == 200 and response.json() == {"status": "ok"}
+        ready = await http.get("/readyz", headers={"host": "10.1.2.3:8420"})
+        assert ready.status_code == 200 and ready.json()["status"] == "ok"
+        scraped = await http.get("/metrics", headers={"host": "10.1.2.3:8420"})
+        assert scraped.status_code == 200 and "mnemo_http_server_duration_seconds" in scraped.text
+        # The positive control: any other path refuses that host.
+        assert (await http.get("/api/v1/status", headers={"host": "10.1.2.3:8420"})).status_code == 421

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 from mcp.client.client import Client
@@ -12,11 +13,19 @@ from tests.harvest.harness import Harvest, register
 from tests.helpers import mcp_url, mnemo, tool_json
 
 
+async def harvest_outcomes(http: httpx.AsyncClient) -> dict[str, float]:
+    """mnemo_harvest_sessions_total by outcome, scraped from the gateway's /metrics."""
+    text = (await http.get(str(http.base_url.join("/metrics")))).text
+    found = re.findall(r'^mnemo_harvest_sessions_total\{outcome="(\w+)"\} (\S+)$', text, re.MULTILINE)
+    return {outcome: float(value) for outcome, value in found}
+
+
 async def test_rest_runs_harvest_and_reports_it(harvest: Harvest) -> None:
     (ws,) = await register(harvest, "/work/rest")
     done = conversation(harvest.projects, "/work/rest", "dunlin").write()
     active = conversation(harvest.projects, "/work/rest", "sanderling").write(age_s=0)
     async with httpx.AsyncClient(base_url=harvest.stack.base_url + "/api/v1") as http:
+        before = await harvest_outcomes(http)
         response = await http.post("/harvest/run", json={})
         assert response.status_code == 200 and response.headers["content-type"] == "application/x-ndjson"
         lines = [json.loads(line) for line in response.text.splitlines()]
@@ -24,6 +33,14 @@ async def test_rest_runs_harvest_and_reports_it(harvest: Harvest) -> None:
         assert by_session[done.session_id]["outcome"] == "harvested" and by_session[done.session_id]["memory_id"]
         assert by_session[active.session_id]["outcome"] == "skipped"
         assert lines[-1]["done"] and lines[-1]["harvested"] == 1 and lines[-1]["total"] == 2
+        # The outcomes are counted in the process's metrics (one process here, as under `mnemo up`:
+        # the gateway's /metrics carries the harvest service's series).
+        after = await harvest_outcomes(http)
+        assert {k: after.get(k, 0) - before.get(k, 0) for k in ("harvested", "skipped", "failed")} == {
+            "harvested": 1,
+            "skipped": 1,
+            "failed": 0,
+        }
 
         # ignore_idle takes the active one too.
         now = [

@@ -6,7 +6,7 @@ from mnemo_embed.settings import EmbeddingSettings
 from mnemo_gateway.settings import GatewaySettings
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
 from mnemo_ingest.settings import IngestSettings
-from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses
+from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses, TelemetrySettings
 from mnemo_search.settings import SearchSettings
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings
@@ -23,5 +23,6 @@ SERVER_SETTINGS: tuple[type, ...] = (
     ServiceAddresses,
     GatewaySettings,
     AuthSettings,
+    TelemetrySettings,
     LogSettings,
 )

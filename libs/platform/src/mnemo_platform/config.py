@@ -130,6 +130,26 @@ class AuthSettings:
         return self.mode == "on"
 
 
+def parse_port(raw: str) -> int:
+    port = int(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"must be a port number from 0 to 65535, got {raw!r}")
+    return port
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """Where a process serves its metrics (traces and OTLP export use OpenTelemetry's own OTEL_* variables)."""
+
+    metrics_port: int = setting(
+        "MNEMO_METRICS_PORT",
+        0,
+        "Port a process serves Prometheus metrics on at `/metrics`, bound on `MNEMO_GRPC_HOST`; 0 is none "
+        "(the gateway serves them on its HTTP port anyway). The Kubernetes manifests set 9464.",
+        parse_port,
+    )
+
+
 @dataclass(frozen=True)
 class LogSettings:
     """How services log."""

@@ -41,7 +41,9 @@ from mnemo_platform.errors import (
     describe_error,
     invalid_input,
 )
+from mnemo_platform.metrics import configure_metrics, forget_pool, observe_pool, rpc_duration, set_ready
 from mnemo_platform.reasons import status_details
+from mnemo_platform.telemetry import background_span, untraced
 
 log = structlog.get_logger("mnemo.grpc")
 
@@ -120,12 +122,14 @@ async def _request_log(context: grpc.aio.ServicerContext, method: str) -> AsyncI
                 code = grpc.StatusCode.UNKNOWN
                 raise
             finally:
-                log.info(
-                    "rpc_completed",
-                    method=method,
-                    code=code.name if isinstance(code, grpc.StatusCode) else str(code),
-                    duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                )
+                elapsed = time.perf_counter() - started
+                code_name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+                log.info("rpc_completed", method=method, code=code_name, duration_ms=round(elapsed * 1000, 2))
+                if not method.startswith(_PLUMBING):
+                    service, _, name = method.lstrip("/").partition("/")
+                    rpc_duration.record(
+                        elapsed, {"rpc.service": service, "rpc.method": name, "rpc.grpc.status_code": code_name}
+                    )
     finally:
         reset_call(token)
 
@@ -498,7 +502,13 @@ class GrpcApp:
         return None
 
     async def start(self) -> None:
-        registrations = await self.open()
+        configure_metrics()
+        # Its own trace: opening the pool and migrating are statements no request asked for.
+        with background_span(f"{self.name}.start"):
+            registrations = await self.open()
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            observe_pool(self.name, pool)
         self.server = GrpcServer(
             self.name,
             self.address,
@@ -512,7 +522,13 @@ class GrpcApp:
         except BaseException:
             await self.close()
             raise
+        set_ready(self.name, True)
         self._readiness = asyncio.create_task(self._watch_readiness(), name=f"{self.name}-readiness")
+
+    async def _probe(self) -> str | None:
+        # Every READINESS_INTERVAL_S: a trace each would bury the ones worth reading.
+        with untraced():
+            return await self.unready_reason()
 
     async def _watch_readiness(self) -> None:
         ready = True
@@ -524,7 +540,7 @@ class GrpcApp:
             # cancel request), and a wait_for would wait with it. A probe still running from the last
             # round means not ready, without a second one piling up behind it.
             if probe is None:
-                probe = asyncio.ensure_future(self.unready_reason())
+                probe = asyncio.ensure_future(self._probe())
             done, _ = await asyncio.wait({probe}, timeout=READINESS_TIMEOUT_S)
             if not done:
                 probe.cancel()
@@ -542,6 +558,7 @@ class GrpcApp:
             if (reason is None) != ready and self.server is not None:
                 ready = reason is None
                 await self.server.set_ready(ready)
+                set_ready(self.name, ready)
                 if ready:
                     log.info("service_ready", service=self.name)
                 else:
@@ -557,4 +574,8 @@ class GrpcApp:
             self._readiness = None
         if self.server is not None:
             await self.server.stop()
+        set_ready(self.name, None)
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            forget_pool(self.name, pool)
         await self.close()

@@ -8,11 +8,18 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses, require_auth_beyond_loopback
+from mnemo_platform.config import (
+    AuthSettings,
+    LogSettings,
+    ServiceAddresses,
+    TelemetrySettings,
+    require_auth_beyond_loopback,
+)
 from mnemo_platform.context import configure_auth
 from mnemo_platform.errors import MnemoError
 from mnemo_platform.grpc_server import GrpcApp
 from mnemo_platform.logging import configure_logging
+from mnemo_platform.metrics import MetricsServer, configure_metrics, shutdown_metrics
 from mnemo_platform.runner import Component, run_until_signalled
 from mnemo_platform.settings import SettingsError, load
 from mnemo_platform.telemetry import configure_tracing
@@ -34,6 +41,8 @@ def run_process(
         logs = load(LogSettings)
         configure_logging(logs.level, logs.format)
         configure_tracing(f"mnemo-{service_name}")
+        configure_metrics(f"mnemo-{service_name}")
+        telemetry = load(TelemetrySettings)
         auth = load(AuthSettings)
         if not configures_auth:
             if auth.enabled and not auth.internal_secret:
@@ -50,15 +59,21 @@ def run_process(
                 require_auth_beyond_loopback(component.name, component.address, auth)
                 component.connection = addresses.connection_policy()
                 component.max_concurrent_rpcs = addresses.max_concurrent_rpcs
+        # First, so a port already taken stops the process before anything else starts; `on_ready`
+        # is given the built components only.
+        run: list[Component] = list(components)
+        if telemetry.metrics_port:
+            run.insert(0, MetricsServer(addresses.grpc_host, telemetry.metrics_port))
     except (SettingsError, MnemoError, OSError) as exc:
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> None:
-        await run_until_signalled(components, on_ready=(lambda: on_ready(components)) if on_ready else None)
+        await run_until_signalled(run, on_ready=(lambda: on_ready(components)) if on_ready else None)
 
     try:
         asyncio.run(main())
+        shutdown_metrics()
     except (MnemoError, OSError) as exc:
         log.error("startup_failed", error=str(exc))
         print(f"mnemo {service_name}: {exc}", file=sys.stderr)

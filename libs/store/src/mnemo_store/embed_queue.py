@@ -176,3 +176,23 @@ async def next_due_in(pool: asyncpg.Pool) -> float | None:
         "SELECT EXTRACT(EPOCH FROM min(embed_after) - now()) FROM embed_queue WHERE NOT failed"
     )
     return None if seconds is None else float(seconds)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """What the queue holds: `pending` chunks (waiting for a vector), `failed` ones (given up on
+    until requeued), and the age in seconds of the oldest pending one (0 when none waits)."""
+
+    pending: int
+    failed: int
+    oldest_age_s: float
+
+
+async def queue_stats(pool: asyncpg.Pool) -> QueueStats:
+    """The queue's depth by state and the age of its oldest pending chunk, in one statement."""
+    row = await pool.fetchrow(
+        "SELECT count(*) FILTER (WHERE NOT failed) AS pending, count(*) FILTER (WHERE failed) AS failed, "
+        "COALESCE(EXTRACT(EPOCH FROM now() - min(queued_at) FILTER (WHERE NOT failed)), 0) AS age "
+        "FROM embed_queue"
+    )
+    return QueueStats(int(row["pending"]), int(row["failed"]), max(0.0, float(row["age"])))

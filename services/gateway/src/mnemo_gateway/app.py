@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import structlog
 import uvicorn
+from opentelemetry import context as otel_context
 
 from mnemo_gateway.backends import Backends
 from mnemo_gateway.draining import Draining
@@ -114,7 +115,13 @@ class GatewayApp(GrpcApp):
             timeout_keep_alive=KEEP_ALIVE_S,
         )
         self._http = _Server(config)
-        self._task = asyncio.create_task(self._http.serve(), name="gateway-http")
+        # Outside the start-up span (GrpcApp.start): uvicorn's task, and each request's task it
+        # starts, would otherwise carry it as their current span.
+        token = otel_context.attach(otel_context.Context())
+        try:
+            self._task = asyncio.create_task(self._http.serve(), name="gateway-http")
+        finally:
+            otel_context.detach(token)
         while not self._http.started:
             if self._task.done():
                 # uvicorn logs the reason (usually the port is taken) and exits via SystemExit.

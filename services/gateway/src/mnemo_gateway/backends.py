@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mnemo.harvest.v1 import harvest_service_pb2, harvest_service_pb2_grpc
@@ -83,6 +84,27 @@ class Backends:
 
         states = await asyncio.gather(*(answers(channel) for channel in channels.values()))
         return [name for name, up in zip(channels, states, strict=True) if not up]
+
+    async def readiness(self) -> dict[str, str]:
+        """Each service's readiness by name: the health of its named service (which follows its
+        database, mnemo_platform.GrpcApp.unready_reason), asked with a HEALTH_TIMEOUT_S deadline.
+
+        A state is SERVING, NOT_SERVING, or `unreachable: <gRPC code>` when nothing answered."""
+        channels = {"ingest": (self._ingest_channel, INGEST), "search": (self._search_channel, SEARCH)}
+        if self._harvest_channel is not None:
+            channels["harvest"] = (self._harvest_channel, HARVEST)
+
+        async def state(channel: grpc.aio.Channel, service: ServiceDescriptor) -> str:
+            try:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=service.full_name), timeout=HEALTH_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                return f"unreachable: {exc.code().name}"
+            return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+        states = await asyncio.gather(*(state(channel, service) for channel, service in channels.values()))
+        return dict(zip(channels, states, strict=True))
 
     async def close(self) -> None:
         await self._ingest_channel.close()

@@ -11,20 +11,22 @@ import grpc
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError, error_response
 from mnemo_gateway.mcp_tools import build_mcp
 from mnemo_gateway.operations import Operations
-from mnemo_gateway.requests import RequestContextMiddleware
+from mnemo_gateway.requests import UNMATCHED_ROUTE, RequestContextMiddleware
 from mnemo_gateway.rest import build_router
 from mnemo_gateway.settings import GatewaySettings
 from mnemo_gateway.ui import Sessions, WebUI, build_ui_router, static_files
 from mnemo_platform import MnemoError
 from mnemo_platform.config import AuthSettings
+from mnemo_platform.metrics import PROMETHEUS_CONTENT_TYPE, prometheus_text
 
 log = structlog.get_logger("mnemo.gateway")
 
@@ -104,8 +106,11 @@ _HEADER_REFUSALS: dict[int, tuple[grpc.StatusCode, int, str, str]] = {
     ),
 }
 _REFUSED = (grpc.StatusCode.INVALID_ARGUMENT, reasons_pb.ERROR_REASON_UNSPECIFIED, "the request was refused", "")
-# Probes call by pod IP; they read nothing.
-_ANY_HOST_PATHS = frozenset({"/healthz"})
+# Probes and scrapers call by pod IP; they read nothing.
+_ANY_HOST_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# The services without which the gateway can serve nothing: readiness requires them. Harvest is
+# reported but not required (memory reads and writes work without it).
+REQUIRED_BACKENDS = ("ingest", "search")
 
 
 class HostCheck:
@@ -156,6 +161,29 @@ def _problem(error: dict[str, Any]) -> dict[str, str]:
     return {"field": ".".join(loc), "message": error.get("msg", "")}
 
 
+def route_template(routes: Any, scope: MutableMapping[str, Any]) -> str | None:
+    """The path template of the route among `routes` that takes `scope`: the first that matches it
+    fully, else the first that matches its path but not its method (a 405), else None."""
+    partial = None
+    for route in routes:
+        # FastAPI (0.16x) keeps an included router whole rather than copying its routes up.
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            found = route_template(inner.routes, scope)
+            if found is not None:
+                return found
+            continue
+        path = getattr(route, "path", None)
+        if path is None:
+            continue
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return str(path)
+        if match == Match.PARTIAL and partial is None:
+            partial = str(path)
+    return partial
+
+
 def build_http_app(operations: Operations, settings: GatewaySettings, auth: AuthSettings | None = None) -> Any:
     mcp = build_mcp(operations)
     allowed_hosts = [f"{h}:*" for h in LOOPBACK_HOSTS]
@@ -204,7 +232,21 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
 
     @api.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
+        """Liveness: the process answers. It never asks the services (a restart would not help them)."""
         return {"status": "ok"}
+
+    @api.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """Prometheus text: every metric of this process (under `mnemo up`, the services' too)."""
+        return Response(prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+    @api.get("/readyz", include_in_schema=False)
+    async def readyz() -> Response:
+        """Readiness: ingest and search answer their readiness health (their database answers them)."""
+        states = await operations.backends.readiness()
+        down = [name for name in REQUIRED_BACKENDS if states.get(name) != "SERVING"]
+        body = {"status": "unavailable" if down else "ok", "backends": states, "down": down}
+        return JSONResponse(body, status_code=503 if down else 200)
 
     @api.exception_handler(CallError)
     async def call_error(request: Request, exc: CallError) -> Response:
@@ -249,8 +291,15 @@ def build_http_app(operations: Operations, settings: GatewaySettings, auth: Auth
             "internal error in Mnemo; the gateway log has the details",
         )
 
+    def route_of(scope: MutableMapping[str, Any]) -> str:
+        """The template of the route that serves `scope` (`/api/v1/memories/{memory_id}`), the label of
+        its metrics and the name of its span; a path no route takes is UNMATCHED_ROUTE."""
+        return route_template(api.router.routes, scope) or UNMATCHED_ROUTE
+
     authenticate = operations.authenticate if auth.enabled else None
     return BodyLimitMiddleware(
-        RequestContextMiddleware(HostCheck(api, transport_security), authenticate, auth.rate_per_minute, ui),
+        RequestContextMiddleware(
+            HostCheck(api, transport_security), authenticate, auth.rate_per_minute, ui, route_of=route_of
+        ),
         settings.max_body_bytes,
     )

@@ -11,11 +11,13 @@ from typing import Any, Protocol
 import grpc
 import structlog
 from opentelemetry import context as otel_context
+from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError
 from mnemo_platform import CallContext, new_request_id, reset_call, set_call
+from mnemo_platform.metrics import http_duration
 from mnemo_platform.telemetry import tracer
 
 log = structlog.get_logger("mnemo.gateway")
@@ -24,10 +26,16 @@ _STATE_KEY = "mnemo"
 _MAX_REQUEST_ID = 128
 
 
-# Paths anyone may read without a token: liveness and the API's own description.
-OPEN_PATHS = ("/healthz", "/api/v1/openapi.json", "/api/v1/docs")
+# Paths anyone may read without a token: liveness, readiness, metrics (counts and timings, no content)
+# and the API's own description.
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/api/v1/openapi.json", "/api/v1/docs")
 
 Authenticator = Callable[[str, str], Awaitable[CallContext]]
+
+# The http_route of a request no route matched: one label value, not one per path a scanner tries.
+UNMATCHED_ROUTE = "unmatched"
+# Methods that get a label value of their own; any other is `_OTHER` (OpenTelemetry's convention).
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class SessionGate(Protocol):
@@ -78,10 +86,12 @@ class RequestContextMiddleware:
         authenticate: Authenticator | None = None,
         rate_per_minute: int = 0,
         ui: SessionGate | None = None,
+        route_of: Callable[[MutableMapping[str, Any]], str] | None = None,
     ) -> None:
         self.app = app
         self.authenticate = authenticate
         self.ui = ui
+        self.route_of = route_of or (lambda scope: UNMATCHED_ROUTE)
         self.buckets = TokenBuckets(rate_per_minute) if authenticate is not None and rate_per_minute else None
 
     async def _principal(self, headers: dict[str, str], request_id: str, path: str) -> CallContext | CallError:
@@ -107,6 +117,29 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # Matched before the app runs: the routes rewrite the scope as they go (a mount's path).
+        route = self.route_of(dict(scope))
+        status = {"code": 500}
+
+        async def send_with_status(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        started = time.perf_counter()
+        try:
+            await self._serve(scope, receive, send_with_status, route)
+        finally:
+            http_duration.record(
+                time.perf_counter() - started,
+                {
+                    "http.route": route,
+                    "http.request.method": method if (method := scope.get("method", "")) in _METHODS else "_OTHER",
+                    "http.response.status_code": status["code"],
+                },
+            )
+
+    async def _serve(self, scope: MutableMapping[str, Any], receive: Any, send: Any, route: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         request_id = headers.get("x-request-id", "")[:_MAX_REQUEST_ID] or new_request_id()
         path = scope.get("path", "")
@@ -154,11 +187,15 @@ class RequestContextMiddleware:
             await send(message)
 
         started = time.perf_counter()
+        # A caller's W3C traceparent makes this span its child: the caller's trace goes on through
+        # the services (the channels' interceptors carry it) down to their SQL statements.
         with tracer.start_as_current_span(
-            f"{scope.get('method', 'HTTP')} {path}",
+            f"{scope.get('method', 'HTTP')} {route}",
+            context=propagate.extract(headers),
             kind=SpanKind.SERVER,
             attributes={
                 "http.request.method": scope.get("method", ""),
+                "http.route": route,
                 "url.path": path,
                 "mnemo.request_id": request_id,
             },

@@ -18,6 +18,7 @@ from mnemo_harvest.servicer import HarvestServicer
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
 from mnemo_harvest.summarize import Summarizer
 from mnemo_platform import GrpcApp, Registration, open_channel
+from mnemo_platform.telemetry import background_span
 from mnemo_store import close_pool, prepare_database, renew_connections, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings
@@ -96,8 +97,9 @@ class HarvestApp(GrpcApp):
         assert self.engine is not None
         while True:
             try:
-                async for _ in self.engine.run():
-                    pass
+                with background_span("harvest.tick"):
+                    async for _ in self.engine.run():
+                        pass
             except asyncio.CancelledError:
                 raise
             except Exception:

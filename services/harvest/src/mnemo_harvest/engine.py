@@ -42,6 +42,7 @@ from mnemo_harvest.settings import HarvestSettings
 from mnemo_harvest.sources import Record, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
 from mnemo_platform import ALL_WORKSPACES, CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
+from mnemo_platform.metrics import harvest_sessions
 from mnemo_redact import redact
 
 log = structlog.get_logger("mnemo.harvest")
@@ -178,6 +179,7 @@ class HarvestEngine:
                     await self._record(ref, Record(pb.SOURCE_STATE_FAILED, result.detail), attempts=True)
                 if result.outcome in _TOTALS:
                     counts[_TOTALS[result.outcome]] += 1
+                harvest_sessions.add(1, {"outcome": enum_label(pb.RunOutcome, result.outcome)})
                 yield pb.RunProgress(
                     agent=ref.agent,
                     session_id=ref.key,

@@ -25,6 +25,7 @@ import structlog
 from mnemo_ingest.drafting import Drafter, DraftFailed
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform import CallContext, current_call, new_request_id, reset_call, set_call
+from mnemo_platform.telemetry import background_span
 from mnemo_store import GLOBAL_WORKSPACE, resolve_for_write
 from mnemo_store import consolidation as db
 from mnemo_store.proposals import NewProposal, open_proposal
@@ -403,10 +404,11 @@ class Consolidator:
             await asyncio.sleep(self.settings.consolidate_interval_s)
             token = set_call(CallContext(principal=PROPOSER, request_id=new_request_id()))
             try:
-                async with self.pool.acquire() as conn:
-                    workspaces = [r["id"] for r in await conn.fetch("SELECT id FROM workspaces ORDER BY id")]
-                for ws in workspaces:
-                    await self.run_workspace(ws)
+                with background_span("consolidation.round"):
+                    async with self.pool.acquire() as conn:
+                        workspaces = [r["id"] for r in await conn.fetch("SELECT id FROM workspaces ORDER BY id")]
+                    for ws in workspaces:
+                        await self.run_workspace(ws)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

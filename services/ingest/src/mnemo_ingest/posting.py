@@ -19,6 +19,7 @@ import structlog
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform.errors import describe_error
+from mnemo_platform.telemetry import untraced
 
 log = structlog.get_logger("mnemo.ingest.posting")
 
@@ -53,7 +54,10 @@ class LexicalPoster:
             wait = self.settings.lexical_post_idle_s
             try:
                 await self.activity.pause()
-                if await self.post_once():
+                # Every MNEMO_LEXICAL_POST_IDLE_S, one statement: a trace each would bury the rest.
+                with untraced():
+                    posted = await self.post_once()
+                if posted:
                     continue
             except asyncio.CancelledError:
                 raise

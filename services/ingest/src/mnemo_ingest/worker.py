@@ -27,6 +27,8 @@ from mnemo_embed.chunking import Chunk
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform.errors import describe_error
+from mnemo_platform.metrics import chunks_embedded, set_queue
+from mnemo_platform.telemetry import background_span, untraced
 from mnemo_store import EMBED_CHANNEL, embed_queue
 
 log = structlog.get_logger("mnemo.ingest.worker")
@@ -36,6 +38,10 @@ log = structlog.get_logger("mnemo.ingest.worker")
 # comes back when the lease ends.
 STORE_TRIES = 6
 LISTEN_CLOSE_TIMEOUT_S = 2.0
+
+
+# How often the queue's depth and oldest age are sampled for the metrics.
+QUEUE_SAMPLE_S = 2.0
 
 
 class EmbeddingWorkers:
@@ -73,6 +79,7 @@ class EmbeddingWorkers:
             self._tasks.append(asyncio.create_task(self._run(i), name=f"embed-worker-{i}"))
         if self.settings.embed_failed_retry_s > 0:
             self._tasks.append(asyncio.create_task(self._requeue_failed(), name="embed-requeue-failed"))
+        self._tasks.append(asyncio.create_task(self._sample_queue(), name="embed-queue-sampler"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -90,8 +97,9 @@ class EmbeddingWorkers:
         while True:
             conn = None
             try:
-                conn = await asyncpg.connect(self.dsn)
-                await conn.add_listener(EMBED_CHANNEL, self.wake)
+                with background_span("embed.listen"):
+                    conn = await asyncpg.connect(self.dsn)
+                    await conn.add_listener(EMBED_CHANNEL, self.wake)
                 self.wake()  # catch up on anything queued while we were not listening
                 closed = asyncio.Event()
                 conn.add_termination_listener(lambda _, closed=closed: closed.set())
@@ -123,9 +131,14 @@ class EmbeddingWorkers:
                 await asyncio.sleep(self._outage_delay)
             self._wake.clear()
             try:
-                if await self._drain() and self._outage_since is None:
+                with background_span("embed.drain", worker=index) as span:
+                    taken = await self._drain()
+                    span.set_attribute("mnemo.chunks", taken)
+                    again = bool(taken) and self._outage_since is None
+                    if not again:
+                        delay = await self._next_due_in()
+                if again:
                     continue
-                delay = await self._next_due_in()
             except asyncio.CancelledError:
                 raise
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
@@ -244,6 +257,20 @@ class EmbeddingWorkers:
             log.info("embedder_recovered", outage_s=round(time.monotonic() - self._outage_since, 1))
             self._outage_since = None
 
+    async def _sample_queue(self) -> None:
+        """Reports the queue's depth and the age of its oldest pending chunk every QUEUE_SAMPLE_S
+        (mnemo_platform.metrics); untraced, as a readiness probe is."""
+        while True:
+            try:
+                with untraced():
+                    stats = await embed_queue.queue_stats(self.pool)
+                set_queue(stats.pending, stats.failed, stats.oldest_age_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("embed_queue_sample_failed", error=describe_error(exc)[:300])
+            await asyncio.sleep(QUEUE_SAMPLE_S)
+
     async def _requeue_failed(self) -> None:
         """Queues chunks that have been `failed` for MNEMO_EMBED_FAILED_RETRY_S again, checking
         every minute (or sooner for a shorter setting): a model or endpoint fixed since gets its
@@ -252,7 +279,8 @@ class EmbeddingWorkers:
         while True:
             await asyncio.sleep(every)
             try:
-                count = await embed_queue.requeue_failed(self.pool, None, self.settings.embed_failed_retry_s)
+                with background_span("embed.requeue_failed"):
+                    count = await embed_queue.requeue_failed(self.pool, None, self.settings.embed_failed_retry_s)
             except (asyncpg.PostgresError, OSError) as exc:
                 log.warning("embed_requeue_failed_failed", error=describe_error(exc)[:300])
                 continue
@@ -273,6 +301,7 @@ class EmbeddingWorkers:
                 await self._record_failure(list(vectors), f"storing vectors: {describe_error(exc)}")
                 return
             self.embedded += done.stored
+            chunks_embedded.add(done.stored, {"outcome": "embedded"})
             log.debug("chunks_embedded", count=done.stored)
             vectors = {chunk_id: vectors[chunk_id] for chunk_id in done.held}
             if not vectors:
@@ -290,6 +319,7 @@ class EmbeddingWorkers:
         await embed_queue.record_failure(
             self.pool, ids, error[:2000], self.settings.embed_max_attempts, self.settings.embed_backoff_s
         )
+        chunks_embedded.add(len(ids), {"outcome": "error"})
         log.warning("chunks_embed_failed", count=len(ids), error=error[:300])
 
 
