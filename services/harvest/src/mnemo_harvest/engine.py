@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import grpc
 import structlog
 from google.protobuf import struct_pb2
@@ -39,7 +38,7 @@ from mnemo_harvest.render import (
     session_title,
 )
 from mnemo_harvest.settings import HarvestSettings
-from mnemo_harvest.sources import Record, skip_label
+from mnemo_harvest.sources import Record, Row, SourceBook, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
 from mnemo_platform import ALL_WORKSPACES, CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
 from mnemo_redact import redact
@@ -52,11 +51,12 @@ TRANSCRIPT = "transcript"
 HARVEST_PRINCIPAL = "harvest"
 
 
-def harvest_principal(workspaces: tuple[str, ...], role: str = "agent") -> CallContext:
+def harvest_principal(workspaces: tuple[str, ...], role: str = "harvester") -> CallContext:
     """Harvest acts as itself, whoever asked for the run (the memories are the sessions' own), and
-    with the least it needs: an agent's role (write memories, open the candidates' review
-    proposals as ingest does for them; never confirm, purge, administer tokens or write `global`)
-    bound to `workspaces`."""
+    with the least it needs: the harvester role (write harvested sessions and their candidates, whose
+    review proposals ingest opens for them, and place a session; never search, read content, confirm,
+    purge, administer tokens or write `global`) bound to `workspaces` — the role a remote harvester's
+    token holds, so both run under the same rules."""
     return CallContext(
         principal=HARVEST_PRINCIPAL, request_id=current_call().request_id, role=role, workspaces=workspaces
     )
@@ -68,8 +68,8 @@ def _as_writer(workspace: str) -> list[tuple[str, str]]:
 
 
 def _as_placer() -> list[tuple[str, str]]:
-    """Placement looks a session's directory up among every registered workspace: an agent's role
-    over all of them (still no admin action, and `global` stays read-only to it)."""
+    """Placement looks a session's directory up among every registered workspace: the harvester role
+    over all of them (still no admin action, no read of content, and `global` stays read-only to it)."""
     return harvest_principal((ALL_WORKSPACES,)).metadata()
 
 
@@ -111,7 +111,7 @@ class HarvestEngine:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        book: SourceBook,
         readers: dict[str, Reader],
         ingest: ingest_grpc.IngestServiceStub,
         search: search_grpc.SearchServiceStub,
@@ -121,7 +121,9 @@ class HarvestEngine:
         summarizer: Summarizer | None = None,
         archive: Archive | None = None,
     ) -> None:
-        self.pool = pool
+        self.book = book
+        """book is where what harvest knows of each session is kept: harvest_sources in-cluster, a file on a
+        laptop that harvests through a gateway (mnemo_harvest.remote)."""
         self.readers = readers
         self.ingest = ingest
         self.search = search
@@ -168,7 +170,7 @@ class HarvestEngine:
             counts = {"harvested": 0, "skipped": 0, "failed": 0}
             places: dict[str, str | None] = {}
             # One read of what is known, so an unchanged session costs no query and no write.
-            known = await sources.known(self.pool)
+            known = await self.book.known()
             for index, (reader, ref) in enumerate(refs, start=1):
                 try:
                     result = await self._harvest(reader, ref, ignore_idle, places, known.get((ref.agent, ref.key)))
@@ -220,7 +222,7 @@ class HarvestEngine:
         their archived copies stand in for the files."""
         if self.archive is None:
             return []
-        rows = await sources.owed_from_archive(self.pool, self.derived_with, agent)
+        rows = await self.book.owed_from_archive(self.derived_with, agent)
         readers: dict[str, ArchivedSessions] = {}
         refs: list[tuple[Reader, SourceRef]] = []
         for row in rows:
@@ -255,11 +257,11 @@ class HarvestEngine:
         ref: SourceRef,
         ignore_idle: bool,
         places: dict[str, str | None],
-        row: asyncpg.Record | None,
+        row: Row | None,
     ) -> Outcome:
         mtime = datetime.fromtimestamp(ref.mtime, UTC)
         if row is None or (row["path"], row["size"], row["mtime"]) != (ref.path, ref.size, mtime):
-            row = await sources.seen(self.pool, ref)
+            row = await self.book.seen(ref)
         if not ignore_idle and time.time() - ref.mtime < self.settings.idle_s:
             await self._record(ref, Record(pb.SOURCE_STATE_ACTIVE, "still active: changed within MNEMO_HARVEST_IDLE_S"))
             return Outcome(pb.RUN_OUTCOME_SKIPPED, "still active", skip=pb.SKIP_REASON_STILL_ACTIVE)
@@ -475,7 +477,7 @@ class HarvestEngine:
             return
         evicted = await asyncio.to_thread(self.archive.evict)
         if evicted:
-            await sources.archive_evicted(self.pool, [str(p) for p in evicted])
+            await self.book.archive_evicted([str(p) for p in evicted])
 
     # -- placement --------------------------------------------------------------------------
 
@@ -493,7 +495,7 @@ class HarvestEngine:
                     search_pb.ResolveWorkspaceRequest(workspace=path), metadata=_as_placer()
                 )
             except grpc.aio.AioRpcError as exc:
-                if reason_of(exc) not in _NOT_A_WORKSPACE:
+                if reason_of(exc) not in _NOT_A_WORKSPACE and not _not_among_its_own(exc):
                     raise
                 continue
             workspace = response.workspace.id
@@ -510,7 +512,7 @@ class HarvestEngine:
     # -- harvest's own state --------------------------------------------------------------------
 
     async def _record(self, ref: SourceRef, outcome: Record, **fields: Any) -> None:
-        await sources.record(self.pool, ref, outcome, **fields)
+        await self.book.record(ref, outcome, **fields)
 
     async def _too_large(self, ref: SourceRef, mtime: datetime, detail: str) -> Outcome:
         """Skips a session over the size cap; it is not looked at again until its files change."""
@@ -539,6 +541,13 @@ _TRANSIENT_NAMES = frozenset(code.name for code in _TRANSIENT)
 
 # What a path that is no registered workspace's answers when resolved: the session stays unplaced.
 _NOT_A_WORKSPACE = (reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND, reasons_pb.ERROR_REASON_INVALID_ARGUMENT)
+
+
+def _not_among_its_own(exc: grpc.aio.AioRpcError) -> bool:
+    """A harvester bound to some workspaces hears of any other path only that it may not touch it (the same
+    words whether or not it is registered): for placement, not one of its workspaces. A refusal of the role
+    itself is no such answer."""
+    return exc.code() == grpc.StatusCode.PERMISSION_DENIED and reason_of(exc) != reasons_pb.ERROR_REASON_ROLE_TOO_LOW
 
 
 def _refused_note(session: Session) -> str:
