@@ -41,7 +41,7 @@ from mnemo_harvest.settings import HarvestSettings
 from mnemo_harvest.sources import Record, Row, SourceBook, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
 from mnemo_platform import ALL_WORKSPACES, CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
-from mnemo_redact import redact
+from mnemo_redact import redact, redact_json
 
 log = structlog.get_logger("mnemo.harvest")
 
@@ -331,7 +331,8 @@ class HarvestEngine:
             try:
                 summary = await self.summarizer.summarize(transcript)
                 summary = redact(summary).text
-                content = "\n".join(header(session)) + "\n" + summary
+                # The header names the session (its title, often the first prompt): redacted with the rest.
+                content = redact("\n".join(header(session))).text + "\n" + summary
                 outcome = session_outcome(session, summary)
                 summarizer, prompt_version = self.summarizer.name, PROMPT_VERSION
                 provenance = common_pb2.PROVENANCE_HARVESTED_SUMMARY
@@ -339,11 +340,13 @@ class HarvestEngine:
                 final, detail = False, f"summary failed ({exc}); transcript kept, summary retried next run"
                 log.warning("session_summary_failed", agent=ref.agent, session_id=ref.key, error=str(exc))
         metadata = struct_pb2.Struct()
-        metadata.update({**session_metadata(session), "outcome": outcome})
+        # The title (the first prompt, often) and the metadata too: nothing unredacted leaves the harvester,
+        # which for a remote one means the laptop.
+        metadata.update(redact_json({**session_metadata(session), "outcome": outcome})[0])
         request = ingest_pb.WriteMemoryRequest(
             workspace=workspace,
             kind=common_pb2.MEMORY_KIND_SESSION,
-            title=session_title(session),
+            title=redact(session_title(session)).text,
             content=content,
             tags=[session.agent, "session"],
             metadata=metadata,
