@@ -263,9 +263,10 @@ async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Har
         # Redacted on the laptop: no secret crossed the network, and the session did.
         wire = "\n".join(harvest.sent)
         assert "Here is my config" in wire and "[REDACTED:" in wire
+        state = (tmp_path / "data" / "harvest-remote.json").read_text()
+        assert session.session_id in state  # positive control: the laptop's state file holds the session
         for kind, secret in PLANTED.items():
-            assert secret not in wire, kind
-        assert secret not in (tmp_path / "data" / "harvest-remote.json").read_text()
+            assert secret not in wire and secret not in state, kind
     archived = list((tmp_path / "data" / "archive").rglob("*.json.zst"))
     assert archived, "the session should be archived"
     raw = zstandard.ZstdDecompressor().decompress(archived[0].read_bytes()).decode()
