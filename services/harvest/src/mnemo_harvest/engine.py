@@ -6,11 +6,11 @@ import asyncio
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import structlog
@@ -20,9 +20,7 @@ from mnemo.common.v1 import common_pb2
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.harvest.v1 import harvest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
-from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
-from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_harvest import sources
 from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
@@ -83,6 +81,30 @@ def source_uri(agent: str, session_id: str) -> str:
     return f"{agent}://session/{session_id}"
 
 
+class IngestCalls(Protocol):
+    """The ingest calls harvest makes: a gRPC stub beside the services, the gateway for a remote harvester."""
+
+    def WriteMemory(
+        self, request: ingest_pb.WriteMemoryRequest, *, metadata: Any
+    ) -> Awaitable[ingest_pb.WriteMemoryResponse]: ...
+
+    def WriteMemories(
+        self, request: ingest_pb.WriteMemoriesRequest, *, metadata: Any
+    ) -> Awaitable[ingest_pb.WriteMemoriesResponse]: ...
+
+    def AddWorkspace(
+        self, request: ingest_pb.AddWorkspaceRequest, *, metadata: Any
+    ) -> Awaitable[ingest_pb.AddWorkspaceResponse]: ...
+
+
+class SearchCalls(Protocol):
+    """The search call harvest makes (placement)."""
+
+    def ResolveWorkspace(
+        self, request: search_pb.ResolveWorkspaceRequest, *, metadata: Any
+    ) -> Awaitable[search_pb.ResolveWorkspaceResponse]: ...
+
+
 @dataclass
 class Outcome:
     outcome: int
@@ -113,8 +135,8 @@ class HarvestEngine:
         self,
         book: SourceBook,
         readers: dict[str, Reader],
-        ingest: ingest_grpc.IngestServiceStub,
-        search: search_grpc.SearchServiceStub,
+        ingest: IngestCalls,
+        search: SearchCalls,
         settings: HarvestSettings,
         data_dir: Path,
         max_content_bytes: int,
