@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,7 +238,7 @@ async def serve_remote(harvester: RemoteHarvester) -> None:
     """Harvests every interval until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (15, 2):
+    for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info("remote_harvest_started", gateway=harvester.gateway.url, agents=list(harvester.engine.readers))
     task = asyncio.create_task(harvester.forever(), name="remote-harvest")
