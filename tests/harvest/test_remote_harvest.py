@@ -1,7 +1,7 @@
 """A remote harvester's token (role harvester) over the real gateway, auth on: it places and writes its own
 sessions and their candidates, and is refused everything else, each refusal beside the call that succeeds.
 Plus what only a remote harvester has: its local state file, which it may lose without duplicating anything,
-and `mnemo serve harvest --remote URL --once`."""
+`mnemo serve harvest --remote URL --once`, and the gateway's rate limit waited out."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import httpx
 import pytest
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
+from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
+from mnemo_harvest.remote import Gateway, RemoteSearch
 from mnemo_server.stack import Stack
 from tests.harvest.agents import conversation
 from tests.harvest.harness import REMOTE, RemoteHarvest, create_token, register, source_row, start_harvest
@@ -233,3 +235,32 @@ async def _run(command: list[str], env: dict[str, str]) -> tuple[int, str]:
     )
     out, _ = await asyncio.wait_for(process.communicate(), 120)
     return process.returncode or 0, out.decode()
+
+
+async def test_a_remote_harvester_waits_out_the_rate_limit(postgres: Postgres) -> None:
+    stack = await start_stack(
+        await postgres.create_database("harvester_rate"),
+        HashEmbedder(64),
+        MNEMO_AUTH="on",
+        MNEMO_RATE_LIMIT_PER_MIN="60",
+    )
+    try:
+        admin = {"Authorization": f"Bearer {stack.bootstrap_token}"}
+        async with httpx.AsyncClient(base_url=stack.base_url, headers=admin) as http:
+            own = (await http.post("/api/v1/workspaces", json={"path": OWN})).json()["workspace"]["id"]
+        token = await create_token(stack, "harvester", [own], "rate-harvester")
+        gateway = Gateway(stack.base_url, token, timeout_s=30)
+        try:
+            answers = []
+            while 429 not in answers and len(answers) < 300:  # the bucket refills while we drain it
+                answered = await gateway.http.get("/api/v1/harvest/placement", params={"path": OWN})
+                answers.append(answered.status_code)
+            # Positive control: the token's bucket is empty (a request past the minute's 60 is refused)...
+            assert answers[-1] == 429 and answers[:60] == [200] * 60, answers
+            # ...and the harvester's own call waits as Retry-After says, then lands.
+            placed = await RemoteSearch(gateway).ResolveWorkspace(spb.ResolveWorkspaceRequest(workspace=OWN))
+            assert placed.workspace.id == own
+        finally:
+            await gateway.aclose()
+    finally:
+        await stack.stop()

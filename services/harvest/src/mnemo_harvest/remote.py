@@ -59,12 +59,30 @@ class Gateway:
         self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout_s)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        waited = 0.0
+        while True:
+            response = await self._send(method, path, **kwargs)
+            # A first harvest of a laptop sends more than a token's rate (MNEMO_RATE_LIMIT_PER_MIN): wait as the
+            # gateway says and go on. Every call here may be repeated (placement reads; the writes carry their
+            # derivation or idempotency key), and the wait is bounded, after which the session fails and the
+            # next run takes it again.
+            pause = _retry_after(response)
+            if pause is None or waited + pause > MAX_RATE_WAIT_S:
+                break
+            log.info("gateway_rate_limited", path=path, retry_after_s=pause)
+            await asyncio.sleep(pause)
+            waited += pause
+        return self._answer(response, path)
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = await self.http.request(method, API + path, **kwargs)
+            return await self.http.request(method, API + path, **kwargs)
         except httpx.HTTPError as exc:
             # As a channel reports a service it cannot reach: the engine retries the session next run.
             message = f"cannot reach the gateway at {self.url}: {type(exc).__name__}: {exc}"
             raise rpc_error(grpc.StatusCode.UNAVAILABLE, message, reasons_pb.ERROR_REASON_UNAVAILABLE) from None
+
+    def _answer(self, response: httpx.Response, path: str) -> dict[str, Any]:
         try:
             body = response.json()
         except ValueError:
@@ -250,6 +268,20 @@ async def serve_remote(harvester: RemoteHarvester) -> None:
             await task
         await harvester.aclose()
         log.info("remote_harvest_stopped", gateway=harvester.gateway.url)
+
+
+# The longest a remote harvester waits out the gateway's rate limit for one call, in all.
+MAX_RATE_WAIT_S = 120.0
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds the gateway asks a rate-limited caller to wait (429 with Retry-After); None for any other answer."""
+    if response.status_code != 429:
+        return None
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "1")))
+    except ValueError:
+        return 1.0
 
 
 def _totals(progress: pb.RunProgress) -> dict[str, int]:
