@@ -220,6 +220,13 @@ async def test_mnemo_serve_harvest_remote_once_prints_the_pass(postgres: Postgre
         assert code == 0 and f"harvested    claude-code  {written.session_id}" in out, out
         assert "1 sessions: 1 harvested, 0 skipped, 0 failed" in out
         assert len(await h.sessions_in(ws)) == 1
+        # One session by its id, as a session-end hook names it: harvested at once, though still active.
+        ended = conversation(h.projects, "/work/iota", "guillemot").write(age_s=0)
+        code, out = await _run([*command, "--session", ended.session_id], env)
+        assert code == 0 and "1 sessions: 1 harvested, 0 skipped, 0 failed" in out, out
+        assert len(await h.sessions_in(ws)) == 2
+        code, out = await _run([*command, "--session", "no-such-session"], env)
+        assert code == 1 and "no session 'no-such-session'" in out and "Traceback" not in out, out
         # A token the gateway does not know: the new session fails, named, and the exit code says so.
         conversation(h.projects, "/work/iota", "razorbill").write()
         code, out = await _run([*command, "--now"], {**env, "MNEMO_TOKEN": "mnemo_nope_nope"})

@@ -210,6 +210,12 @@ def build_parser() -> Parser:
     )
     serve.add_argument("--once", action="store_true", help="remote harvest: one pass, its outcomes printed, then exit")
     serve.add_argument("--now", action="store_true", help="remote harvest, --once: do not wait for sessions to idle")
+    serve.add_argument(
+        "--session",
+        default="",
+        help="remote harvest with --once: only this session, by its id or the path of its file, at once (a "
+        "session-end hook's call on a laptop)",
+    )
     serve.add_argument("--verbose", "-v", action="store_true", help="remote harvest with --once: list every session")
     serve.set_defaults(func=running.cmd_serve)
 

@@ -23,9 +23,10 @@ def remote_harvest_url(given: str = "") -> str:
     return remote_url(given)
 
 
-def run_remote_harvest(url: str, token: str, once: bool, ignore_idle: bool) -> list[Any]:
+def run_remote_harvest(url: str, token: str, once: bool, ignore_idle: bool, session: str = "") -> list[Any]:
     """Harvests this machine's sessions through the gateway at `url` with `token` (a harvester's): until SIGTERM,
-    or with `once` one pass, whose RunProgress messages (the totals last) it returns."""
+    or with `once` one pass (over the one `session` names, when given), whose RunProgress messages (the totals
+    last) it returns."""
     from mnemo_harvest.remote import build_remote, serve_remote
 
     harvester = build_remote(url, token)
@@ -35,7 +36,7 @@ def run_remote_harvest(url: str, token: str, once: bool, ignore_idle: bool) -> l
 
     async def one_pass() -> list[Any]:
         try:
-            return [p async for p in harvester.run(ignore_idle=ignore_idle)]
+            return [p async for p in harvester.run(ignore_idle=ignore_idle, session=session)]
         finally:
             await harvester.aclose()
 

@@ -41,23 +41,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     url = remote_harvest_url(args.remote) if args.service == "harvest" else ""
     if url:
         return _serve_remote_harvest(url, args)
-    if args.remote or args.once or args.now:
-        raise ClientError("--remote, --once and --now are for `mnemo serve harvest --remote URL`")
+    if args.remote or args.once or args.now or args.session:
+        raise ClientError("--remote, --once, --now and --session are for `mnemo serve harvest --remote URL`")
     serve(args.service)
     return 0
 
 
 def _serve_remote_harvest(url: str, args: argparse.Namespace) -> int:
     """A harvester on this machine writing through the gateway at `url` with MNEMO_TOKEN (a harvester token)."""
+    from mnemo_cli.commands.common import session_ref
     from mnemo_cli.commands.harvest import print_run
     from mnemo_cli.settings import ClientSettings
-    from mnemo_platform import SettingsError, configure_logging, load
+    from mnemo_platform import MnemoError, SettingsError, configure_logging, load
     from mnemo_server.serve import run_remote_harvest
 
     configure_logging()
     try:
-        progress = run_remote_harvest(url, load(ClientSettings).token, args.once, args.now)
-    except SettingsError as exc:
+        if args.session and not args.once:
+            raise ClientError("--session harvests one session once: add --once")
+        session = session_ref(args.session)
+        progress = run_remote_harvest(url, load(ClientSettings).token, args.once, args.now, session)
+    except (SettingsError, MnemoError) as exc:
+        # Bad settings, or a --session no reader finds (NOT_FOUND, naming the roots it looked in).
         raise ClientError(str(exc)) from None
     return print_run(progress, args.verbose) if args.once else 0
 

@@ -197,8 +197,9 @@ class RemoteHarvester:
     gateway: Gateway
     interval_s: float
 
-    async def run(self, agent: str = "", ignore_idle: bool = False) -> AsyncIterator[pb.RunProgress]:
-        async for progress in self.engine.run(agent, ignore_idle):
+    async def run(self, agent: str = "", ignore_idle: bool = False, session: str = "") -> AsyncIterator[pb.RunProgress]:
+        """One pass over every session, or over the one `session` names (harvested at once, idle or not)."""
+        async for progress in self.engine.run(agent, ignore_idle, session):
             yield progress
 
     async def forever(self) -> None:
