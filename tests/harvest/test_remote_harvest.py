@@ -179,10 +179,19 @@ async def test_a_remote_harvester_that_lost_its_state_duplicates_nothing(postgre
     assert isinstance(h, RemoteHarvest)
     try:
         (ws,) = await register(h, "/work/theta")
+        # A workspace registered after the token was made: not the harvester's to place sessions in.
+        theirs = await h.clients.ingest.AddWorkspace(ipb.AddWorkspaceRequest(root_path="/work/kappa"))
         kept = conversation(h.projects, "/work/theta", "shearwater").write()
         deleted = conversation(h.projects, "/work/theta", "storm-petrel").write()
+        elsewhere = conversation(h.projects, "/work/kappa/app", "skua").write()
         first = {p.session_id: p for p in await h.run() if not p.done}
-        assert {p.outcome for p in first.values()} == {"harvested"}
+        assert {first[s.session_id].outcome for s in (kept, deleted)} == {"harvested"}
+        # Another workspace's directory is no workspace of the harvester's: skipped, unwritten.
+        assert (first[elsewhere.session_id].outcome, first[elsewhere.session_id].skip_reason) == (
+            "skipped",
+            "no-workspace",
+        )
+        assert await h.sessions_in(theirs.workspace.id) == []
         reason = "not wanted"
         gone = ipb.DeleteMemoryRequest(workspace=ws, id=first[deleted.session_id].memory_id, reason=reason)
         await h.clients.ingest.DeleteMemory(gone)
