@@ -1187,6 +1187,7 @@ def _read_routes(m: Matrix) -> list[tuple[str, str, Any, Any]]:
         ("GET", "/api/v1/workspaces", None, None),
         ("GET", "/api/v1/harvest/status", None, None),
         ("GET", "/api/v1/harvest/sources", None, None),
+        ("GET", "/api/v1/harvest/placement", None, {"path": w.root}),
         ("GET", "/api/v1/tokens", None, None),
         ("GET", "/api/v1/context", None, None),
         ("GET", "/api/v1/export", None, None),
