@@ -39,9 +39,6 @@ from tests.test_docs import ALL_SETTINGS
 # The oldest Kubernetes the manifests are for: native gRPC probes (1.27) and the preStop `sleep` action (1.30).
 KUBERNETES_VERSION = "1.30.0"
 CRDS = Path(__file__).parent / "crds"
-# Settings another branch of the same issue adds (metrics); they are real once it lands, and then
-# this set can go. Until then a manifest may name them, nothing else unknown.
-PENDING_SETTINGS = {"MNEMO_METRICS_PORT"}
 # A setting whose value is a credential: only ever from a Secret, never a literal in a manifest.
 SECRET_SETTING = re.compile(r"(SECRET|PASSWORD|TOKEN|_KEY|API_KEY|DATABASE_URL)$")
 GRPC_SERVICES = {
@@ -258,7 +255,7 @@ def _decode(value: str) -> str:
 def command_problems(objects: list[Obj]) -> list[str]:
     """Each Mnemo Deployment runs `mnemo serve <its name>`, the Job `mnemo migrate`, and every MNEMO_*
     variable they get is a real setting; each gRPC service's probes and port agree with its address."""
-    known = {var.name for cls in ALL_SETTINGS for var in env_vars(cls)} | PENDING_SETTINGS
+    known = {var.name for cls in ALL_SETTINGS for var in env_vars(cls)}
     problems = []
     for workload in workloads(objects):
         name = workload["metadata"]["name"]

@@ -451,6 +451,7 @@ REST_READS = {
     "GET /api/v1/workspaces",
     "GET /api/v1/harvest/status",
     "GET /api/v1/harvest/sources",
+    "GET /api/v1/harvest/placement",
     "GET /api/v1/tokens",
     "GET /api/v1/context",
     "GET /api/v1/export",
@@ -1091,6 +1092,21 @@ async def test_harvest_status_and_sources(matrix: Matrix, caller_index: int) -> 
         assert {s["session_id"] for s in more["sources"]} <= {caller.session_id}, params
         m.assert_clean(caller.index, json.dumps(more), f"harvest sources {params}")
     m.assert_clean(caller.index, json.dumps([status, sources]), "harvest")
+    # Placement (a remote harvester's look-up) finds the caller's own directory, and no one else's: another
+    # workspace's root is refused in the words an unregistered directory gets; the admin places each.
+    placed = await m.ok(caller.token, "GET", "/api/v1/harvest/placement", params={"path": f"{caller.root}/src"})
+    assert placed["workspace"]["id"] == caller.id
+    unregistered = await m.rest(caller.token, "GET", "/api/v1/harvest/placement", params={"path": "/nowhere/at/all"})
+    for other in m.walls:
+        if other.index == caller.index:
+            continue
+        answer = await m.rest(caller.token, "GET", "/api/v1/harvest/placement", params={"path": other.root})
+        assert answer.status_code == unregistered.status_code == 403, answer.text
+        words = answer.json()["error"]["message"].replace(other.root, "P")
+        assert words == unregistered.json()["error"]["message"].replace("/nowhere/at/all", "P")
+        m.assert_clean(caller.index, answer.text.replace(other.root, "P"), "harvest placement")
+        admin = await m.ok(m.admin, "GET", "/api/v1/harvest/placement", params={"path": other.root})
+        assert admin["workspace"]["id"] == other.id
     # Positive control: the admin sees all five sessions and the unplaced one.
     everything = await m.ok(m.admin, "GET", "/api/v1/harvest/status")
     assert next(a for a in everything["agents"] if a["agent"] == "claude-code")["sources_seen"] == N + 1
@@ -1171,6 +1187,7 @@ def _read_routes(m: Matrix) -> list[tuple[str, str, Any, Any]]:
         ("GET", "/api/v1/workspaces", None, None),
         ("GET", "/api/v1/harvest/status", None, None),
         ("GET", "/api/v1/harvest/sources", None, None),
+        ("GET", "/api/v1/harvest/placement", None, {"path": w.root}),
         ("GET", "/api/v1/tokens", None, None),
         ("GET", "/api/v1/context", None, None),
         ("GET", "/api/v1/export", None, None),

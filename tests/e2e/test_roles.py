@@ -51,7 +51,9 @@ def action(method: MethodDescriptor) -> str:
 
 
 LEAST_ROLE = {name: least_role(method) for name, method in methods().items()}
-PRIVILEGED = sorted(name for name, role in LEAST_ROLE.items() if role != "agent")
+# The lowest role (harvester): what it may call, it calls; every other RPC refuses it.
+LOWEST = ROLES[0]
+PRIVILEGED = sorted(name for name, role in LEAST_ROLE.items() if role != LOWEST)
 
 
 @dataclass
@@ -120,7 +122,7 @@ def test_every_rpc_declares_its_least_role_and_action() -> None:
 async def test_a_role_below_the_least_is_refused_naming_it(roles: Roles, name: str) -> None:
     method, least = methods()[name], LEAST_ROLE[name]
     below = ROLES[: ROLES.index(least)]
-    assert "agent" in below  # every privileged RPC refuses an agent
+    assert LOWEST in below  # every privileged RPC refuses a harvester (and an agent, above agent level)
     for role in below:
         code, details = await roles.call(method, role)
         assert code == grpc.StatusCode.PERMISSION_DENIED, (name, role, code, details)
@@ -151,12 +153,13 @@ UI_PAGES = {
 async def test_ui_pages_hold_the_roles(roles: Roles) -> None:
     from tests.e2e.ui import UiClient
 
-    assert {LEAST_ROLE[rpc] for rpc in UI_PAGES.values()} == set(ROLES)  # positive control: every level is checked
+    # Positive control: every level above the harvester's is checked; a harvester has no page (each refuses it).
+    assert {LEAST_ROLE[rpc] for rpc in UI_PAGES.values()} == set(ROLES) - {LOWEST}
     base = roles.stack.base_url
     tokens = {"admin": roles.stack.bootstrap_token}
     admin = {"Authorization": f"Bearer {roles.stack.bootstrap_token}"}
     async with httpx.AsyncClient(base_url=base, headers=admin) as http:
-        for role in ("agent", "reviewer"):
+        for role in ("harvester", "agent", "reviewer"):
             body = {"principal": f"ui-{role}", "role": role, "workspaces": [roles.workspace_id]}
             made = await http.post("/api/v1/tokens", json=body)
             assert made.status_code == 201, made.text

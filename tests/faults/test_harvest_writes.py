@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -177,9 +178,10 @@ async def test_candidates_whose_answer_was_lost_are_written_once(rig: Rig) -> No
 
 
 @pytest.mark.parametrize("rig", ["on"], indirect=True)
-async def test_harvest_writes_as_an_agent_bound_to_the_session_workspace(rig: Rig) -> None:
-    """With auth on, the principal harvest signs its writes with is an agent bound to the one
-    workspace the session went to: replayed, it cannot purge, mint tokens or write elsewhere."""
+async def test_harvest_writes_as_a_harvester_bound_to_the_session_workspace(rig: Rig) -> None:
+    """With auth on, the principal harvest signs its writes with is a harvester bound to the one
+    workspace the session went to: replayed, it cannot purge, mint tokens, write elsewhere or
+    write anything but a harvested session."""
     ws = await rig.workspace("/work/least-privilege")
     other = await rig.workspace("/work/elsewhere")
     session = conversation(rig.projects, "/work/least-privilege", "shearwater").write()
@@ -191,8 +193,14 @@ async def test_harvest_writes_as_an_agent_bound_to_the_session_workspace(rig: Ri
 
     (sent,) = rig.proxy.called("WriteMemory")
     principal = json.loads(sent[PRINCIPAL_KEY])
-    assert (principal["p"], principal["r"], principal["w"]) == ("harvest", "agent", [ws])
+    assert (principal["p"], principal["r"], principal["w"]) == ("harvest", "harvester", [ws])
     replayed = [(PRINCIPAL_KEY, sent[PRINCIPAL_KEY]), (SIGNATURE_KEY, sent[SIGNATURE_KEY])]
+    harvested_shape: dict[str, Any] = {
+        "kind": common_pb2.MEMORY_KIND_SESSION,
+        "provenance": common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT,
+        "source_uri": "claude-code://session/replayed",
+        "derivation": ipb.Derivation(source_fingerprint="1:replayed"),
+    }
     async with grpc.aio.insecure_channel(rig.stack.ingest.target) as channel:
         ingest = igrpc.IngestServiceStub(channel)
         refused = {
@@ -203,21 +211,26 @@ async def test_harvest_writes_as_an_agent_bound_to_the_session_workspace(rig: Ri
                 ipb.CreateTokenRequest(principal="mallory", role="admin"), metadata=replayed
             ),
             "WriteMemory elsewhere": ingest.WriteMemory(
-                ipb.WriteMemoryRequest(workspace=other, content="not harvest's to write"), metadata=replayed
+                ipb.WriteMemoryRequest(workspace=other, content="not harvest's to write", **harvested_shape),
+                metadata=replayed,
+            ),
+            "WriteMemory of a note": ingest.WriteMemory(
+                ipb.WriteMemoryRequest(workspace=ws, content="a note is not harvest's to write"), metadata=replayed
             ),
         }
         for name, call in refused.items():
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await call
             assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, name
-        # Controls: the same principal may write in its own workspace, and an admin may purge.
+        # Controls: the same principal may write a harvested session in its own workspace, and an admin may purge.
         own = await ingest.WriteMemory(
-            ipb.WriteMemoryRequest(workspace=ws, content="harvest's own workspace takes this"), metadata=replayed
+            ipb.WriteMemoryRequest(workspace=ws, content="harvest's own workspace takes this", **harvested_shape),
+            metadata=replayed,
         )
         assert own.memory.workspace_id == ws
         await ingest.PurgeMemory(
             ipb.PurgeMemoryRequest(workspace=ws, id=own.memory.id, reason="drill control", force=True),
             metadata=rig.admin,
         )
-    # Nothing harvest sent ingest was signed as admin.
-    assert all(json.loads(m[PRINCIPAL_KEY])["r"] == "agent" for _, m in rig.proxy.calls)
+    # Nothing harvest sent ingest was signed as admin, nor as an agent.
+    assert all(json.loads(m[PRINCIPAL_KEY])["r"] == "harvester" for _, m in rig.proxy.calls)

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.harvest.harness import Harvest, start_harvest
+from tests.harvest.harness import IN_CLUSTER, Harvest, start_harvest
 from tests.helpers import Postgres
 
 
 @pytest.fixture
-async def harvest(postgres: Postgres, tmp_path: Path) -> AsyncIterator[Harvest]:
-    h = await start_harvest(postgres, tmp_path)
+async def harvest(request: pytest.FixtureRequest, postgres: Postgres, tmp_path: Path) -> AsyncIterator[Harvest]:
+    """In-cluster; or where a test's `harvest` parameter says (`WHERE`: in-cluster and remote)."""
+    h = await start_harvest(postgres, tmp_path, where=getattr(request, "param", IN_CLUSTER))
     yield h
     await h.close()
     await h.stack.stop()

@@ -23,10 +23,15 @@ from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_harvest.summarize import PROMPT_VERSION
 from tests.harvest.agents import ClaudeSession, conversation
 from tests.harvest.fake_llm import fake_llm
-from tests.harvest.harness import Harvest, register, source_row, start_harvest
+from tests.harvest.harness import IN_CLUSTER, REMOTE, Harvest, RemoteHarvest, register, source_row, start_harvest
 from tests.helpers import Postgres, ids
 
+# The behaviour that must hold wherever the harvester runs: beside the database, or on a laptop writing through
+# the gateway with a harvester token (docs/harvest.md, "Remote harvest").
+EVERYWHERE = pytest.mark.parametrize("harvest", [IN_CLUSTER, REMOTE], indirect=True)
 
+
+@EVERYWHERE
 async def test_sessions_land_in_their_own_workspace_and_nowhere_else(harvest: Harvest) -> None:
     alpha, beta = await register(harvest, "/work/alpha", "/work/beta")
     a = conversation(harvest.projects, "/work/alpha/services/api", "walrus").write()
@@ -57,6 +62,7 @@ async def test_sessions_land_in_their_own_workspace_and_nowhere_else(harvest: Ha
     assert "\n" not in metadata["outcome"]
 
 
+@EVERYWHERE
 async def test_decision_and_lesson_lines_become_candidates_linked_to_the_session(harvest: Harvest) -> None:
     (ws,) = await register(harvest, "/work/gamma")
     session = conversation(harvest.projects, "/work/gamma", "puffin").write()
@@ -86,6 +92,7 @@ async def test_decision_and_lesson_lines_become_candidates_linked_to_the_session
     assert sorted(m.id for m in again.memories) == sorted(m.id for m in listed.memories)
 
 
+@EVERYWHERE
 async def test_a_grown_session_is_a_new_version_of_the_same_memory(harvest: Harvest) -> None:
     (ws,) = await register(harvest, "/work/delta")
     session = conversation(harvest.projects, "/work/delta", "gannet").write()
@@ -115,8 +122,9 @@ async def test_an_active_session_waits_until_it_is_idle(harvest: Harvest) -> Non
     assert done.outcome == "harvested" and len(await harvest.sessions_in(ws)) == 1
 
 
-async def test_a_deleted_session_is_never_derived_again(postgres: Postgres, tmp_path: Path) -> None:
-    h = await start_harvest(postgres, tmp_path)
+@pytest.mark.parametrize("where", [IN_CLUSTER, REMOTE])
+async def test_a_deleted_session_is_never_derived_again(postgres: Postgres, tmp_path: Path, where: str) -> None:
+    h = await start_harvest(postgres, tmp_path, where=where)
     try:
         (ws,) = await register(h, "/work/zeta")
         session = conversation(h.projects, "/work/zeta", "petrel").write()
@@ -128,13 +136,10 @@ async def test_a_deleted_session_is_never_derived_again(postgres: Postgres, tmp_
         session.user("more petrel talk").assistant("more petrel answers").write()  # it grows: still deleted
         grown = await h.outcome(session.session_id)
         assert grown.outcome == "skipped" and grown.detail == "tombstoned" and grown.skip_reason == "tombstoned"
-        (source,) = (await h.harvest.ListSources(hpb.ListSourcesRequest(state="skipped"))).sources
-        assert (source.session_id, source.skip_reason) == (session.session_id, "tombstoned")
-        # A restart of the harvest service changes nothing: the rule lives in ingest.
-        await h.stack.harvest.stop()
-        await h.stack.harvest.start()
-        await h.close()
-        h = Harvest(h.stack, h.home)
+        source = await source_row(h, session.session_id)
+        assert (source["state"], source["skip_reason"]) == ("skipped", "tombstoned")
+        # A restart of the harvester changes nothing: the rule lives in ingest.
+        h = await h.restart()
         restarted = await h.outcome(session.session_id)
         assert restarted.outcome in ("skipped", "unchanged")
         assert await h.sessions_in(ws) == []
@@ -227,6 +232,7 @@ PLANTED = {
 }
 
 
+@EVERYWHERE
 async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Harvest, tmp_path: Path) -> None:
     await register(harvest, "/work/secrets")
     session = ClaudeSession(harvest.projects, "/work/secrets").user(
@@ -246,12 +252,21 @@ async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Har
         content = await conn.fetchval(
             "SELECT content FROM memory_versions WHERE memory_id = $1", uuid.UUID(result.memory_id)
         )
-        # Positive control: the text around the secrets survived, with markers in their place.
+        # Positive control: the text around the secrets survived, with markers in their place (the title, the
+        # first prompt, too: the harvester redacts everything it sends, before ingest would).
         assert "Here is my config" in content and "[REDACTED:" in content
-        events = await conn.fetch("SELECT details FROM audit_events WHERE memory_id = $1", uuid.UUID(result.memory_id))
-        assert any(json.loads(e["details"]).get("redactions") for e in events)
+        title = await conn.fetchval("SELECT title FROM memories WHERE id = $1", uuid.UUID(result.memory_id))
+        assert title.startswith("Here is my config") and "[REDACTED:" in title
     finally:
         await conn.close()
+    if isinstance(harvest, RemoteHarvest):
+        # Redacted on the laptop: no secret crossed the network, and the session did.
+        wire = "\n".join(harvest.sent)
+        assert "Here is my config" in wire and "[REDACTED:" in wire
+        state = (tmp_path / "data" / "harvest-remote.json").read_text()
+        assert session.session_id in state  # positive control: the laptop's state file holds the session
+        for kind, secret in PLANTED.items():
+            assert secret not in wire and secret not in state, kind
     archived = list((tmp_path / "data" / "archive").rglob("*.json.zst"))
     assert archived, "the session should be archived"
     raw = zstandard.ZstdDecompressor().decompress(archived[0].read_bytes()).decode()
@@ -260,12 +275,16 @@ async def test_planted_secrets_never_reach_the_store_or_the_archive(harvest: Har
         assert secret not in raw
 
 
-async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Postgres, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", [IN_CLUSTER, REMOTE])
+async def test_a_failed_summary_keeps_the_transcript_and_is_retried(
+    postgres: Postgres, tmp_path: Path, where: str
+) -> None:
     with fake_llm() as llm:
         llm.fail_status = 503
         h = await start_harvest(
             postgres,
             tmp_path,
+            where=where,
             MNEMO_SUMMARIZER_URL=llm.url,
             MNEMO_SUMMARIZER_MODEL="fake-summarizer",
             MNEMO_SUMMARIZER_API_KEY="fake-llm-key",
@@ -280,8 +299,7 @@ async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Po
             assert "- tool: Bash: grep -rn murre jobs/" in memory.content
             conn = await asyncpg.connect(h.stack.dsn)
             try:
-                source = "SELECT state, final, detail FROM harvest_sources WHERE session_id = $1"
-                row = await conn.fetchrow(source, session.session_id)
+                row = await source_row(h, session.session_id)
                 assert (row["state"], row["final"]) == ("harvested", False) and "answered HTTP 503" in row["detail"]
                 # The summarizer was asked with the model, the key and the transcript.
                 asked = llm.requests[-1]
@@ -299,7 +317,7 @@ async def test_a_failed_summary_keeps_the_transcript_and_is_retried(postgres: Po
                 assert "collided with the backup" in memory.content and "- tool: Bash" not in memory.content
                 # A summary's outcome is its first line, which answers whether the goal was reached.
                 assert dict(memory.metadata)["outcome"] == "The murre job collided with the backup."
-                row = await conn.fetchrow(source, session.session_id)
+                row = await source_row(h, session.session_id)
                 assert (row["state"], row["final"]) == ("harvested", True)
                 derivations = await conn.fetch(
                     "SELECT summarizer, prompt_version FROM derivations WHERE memory_id = $1 ORDER BY id",

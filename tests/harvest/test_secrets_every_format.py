@@ -436,10 +436,10 @@ def assert_kept(h: Harvested, cell: Cell, exempt: set[str]) -> None:
         if cell.location == "title":
             assert memory["title"].startswith("Fix the deploy: ") and (MARKER in memory["title"] or not marked)
             assert archived.count("Fix the deploy: ") == 1
-            # What redaction removed is audited as kind and digest, never as the secret.
+            # Redacted by the harvester before it sent the write (the marker above is the positive control), so no
+            # secret reaches ingest, nor crosses the network from a laptop: the write's audit event has none to record.
             (event,) = h.audit[cell.id]
-            redactions = json.loads(event["details"])["redactions"]
-            assert redactions and all(set(r) >= {"kind", "digest"} for r in redactions), redactions
+            assert not json.loads(event["details"]).get("redactions"), event["details"]
         elif cell.location in ("user", "assistant"):
             control = f"{cell.location}-note-{i:02d}: "
             assert MARKER in section(content, control) or not marked, (cell.id, i)

@@ -201,6 +201,22 @@ def build_parser() -> Parser:
     serve = sub.add_parser("serve", help="run one service alone (what Kubernetes runs)")
     # The services of mnemo_server.serve; no proto enum lists them.
     serve.add_argument("service", choices=["ingest", "search", "harvest", "gateway"])
+    serve.add_argument(
+        "--remote",
+        metavar="URL",
+        default="",
+        help="harvest only: run on this machine's sessions and write through the gateway at URL with the harvester "
+        "token in MNEMO_TOKEN (default: MNEMO_HARVEST_REMOTE_URL; docs/harvest.md)",
+    )
+    serve.add_argument("--once", action="store_true", help="remote harvest: one pass, its outcomes printed, then exit")
+    serve.add_argument("--now", action="store_true", help="remote harvest, --once: do not wait for sessions to idle")
+    serve.add_argument(
+        "--session",
+        default="",
+        help="remote harvest with --once: only this session, by its id or the path of its file, at once (a "
+        "session-end hook's call on a laptop)",
+    )
+    serve.add_argument("--verbose", "-v", action="store_true", help="remote harvest with --once: list every session")
     serve.set_defaults(func=running.cmd_serve)
     migrate = sub.add_parser(
         "migrate",

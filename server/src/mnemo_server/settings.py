@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_gateway.settings import GatewaySettings
-from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
+from mnemo_harvest.settings import HarvestSettings, RemoteHarvestSettings, SummarizerSettings
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform.config import AuthSettings, LogSettings, ServiceAddresses, TelemetrySettings
 from mnemo_search.settings import SearchSettings
@@ -19,6 +19,7 @@ SERVER_SETTINGS: tuple[type, ...] = (
     SearchSettings,
     TrustSettings,
     HarvestSettings,
+    RemoteHarvestSettings,
     SummarizerSettings,
     ServiceAddresses,
     GatewaySettings,

@@ -33,13 +33,31 @@ def cmd_harvest_run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"sessions": outcomes, **counts})
         return 0
+    return _print_outcomes(outcomes, counts, args.verbose)
+
+
+def _print_outcomes(outcomes: list[dict[str, Any]], counts: dict[str, int], verbose: bool) -> int:
     for item in outcomes:
-        if item["outcome"] in ("harvested", "new_version", "failed") or args.verbose:
+        if item["outcome"] in ("harvested", "new_version", "failed") or verbose:
             detail = f" ({item['detail']})" if item.get("detail") else ""
             print(f"{item['outcome']:<12} {item['agent']:<12} {item['session_id']}{detail}")
     harvested, skipped, failed = counts["harvested"], counts["skipped"], counts["failed"]
     print(f"{len(outcomes)} sessions: {harvested} harvested, {skipped} skipped, {failed} failed")
     return 1 if counts["failed"] else 0
+
+
+def print_run(progress: list[Any], verbose: bool) -> int:
+    """A remote harvester's pass (RunProgress messages, the totals last), printed as `mnemo harvest run` prints."""
+    outcomes = [
+        {"outcome": p.outcome, "agent": p.agent, "session_id": p.session_id, "detail": p.detail}
+        for p in progress
+        if not p.done
+    ]
+    done = [p for p in progress if p.done]
+    counts = {"harvested": 0, "skipped": 0, "failed": 0}
+    if done:
+        counts = {"harvested": done[-1].harvested, "skipped": done[-1].skipped, "failed": done[-1].failed}
+    return _print_outcomes(outcomes, counts, verbose)
 
 
 def cmd_harvest_status(args: argparse.Namespace) -> int:

@@ -36,8 +36,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require_server()
-    from mnemo_server.serve import serve
+    from mnemo_server.serve import remote_harvest_url, serve
 
+    url = remote_harvest_url(args.remote) if args.service == "harvest" else ""
+    if url:
+        return _serve_remote_harvest(url, args)
+    if args.remote or args.once or args.now or args.session:
+        raise ClientError("--remote, --once, --now and --session are for `mnemo serve harvest --remote URL`")
     serve(args.service)
     return 0
 
@@ -47,6 +52,26 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from mnemo_server.migrate import run_migrate
 
     return run_migrate(admin_token=args.admin_token)
+
+
+def _serve_remote_harvest(url: str, args: argparse.Namespace) -> int:
+    """A harvester on this machine writing through the gateway at `url` with MNEMO_TOKEN (a harvester token)."""
+    from mnemo_cli.commands.common import session_ref
+    from mnemo_cli.commands.harvest import print_run
+    from mnemo_cli.settings import ClientSettings
+    from mnemo_platform import MnemoError, SettingsError, configure_logging, load
+    from mnemo_server.serve import run_remote_harvest
+
+    configure_logging()
+    try:
+        if args.session and not args.once:
+            raise ClientError("--session harvests one session once: add --once")
+        session = session_ref(args.session)
+        progress = run_remote_harvest(url, load(ClientSettings).token, args.once, args.now, session)
+    except (SettingsError, MnemoError) as exc:
+        # Bad settings, or a --session no reader finds (NOT_FOUND, naming the roots it looked in).
+        raise ClientError(str(exc)) from None
+    return print_run(progress, args.verbose) if args.once else 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ workspace rule written down:
 - a token reaches its own workspaces, and an all-workspace (admin) token reaches every one;
 - every token reads `global`, the user-wide scope; writing it takes a reviewer;
 - a read inside a workspace also sees `global`;
+- a harvester token writes only harvested sessions and the candidates drawn from them (`check_writer`);
 - a workspace that does not exist is refused in the same words as another's, so a token bound to
   workspaces cannot probe for registered names or project paths (an admin is told it is not registered).
 
@@ -93,6 +94,31 @@ def check_access(workspace_id: str, *, write: bool, named: str = "") -> None:
         return
     if not may_read(workspace_id, call):
         raise outside_workspaces(named or workspace_id)
+
+
+# What a harvester token may write: its sessions, and the DECISION:/LESSON: candidates drawn from them.
+HARVESTED_PROVENANCES = ("harvested_summary", "harvested_transcript")
+EXTRACTED_KINDS = ("decision", "lesson")
+
+
+def check_writer(kind: str, provenance: str, status: str, derived: bool, import_batch: bool) -> None:
+    """Raises PERMISSION_DENIED when a harvester token's write is anything but a harvested session (kind
+    `session`, a harvested provenance, with its derivation) or a candidate drawn from one (kind decision or
+    lesson, provenance `extracted`, status `candidate`); every other role writes what its workspaces allow."""
+    call = current_call()
+    if call.role != "harvester":
+        return
+    session = kind == "session" and provenance in HARVESTED_PROVENANCES and derived and status == "active"
+    candidate = kind in EXTRACTED_KINDS and provenance == "extracted" and status == "candidate" and not derived
+    if (session or candidate) and not import_batch:
+        return
+    raise PermissionDenied(
+        f"a harvester token ({call.principal}) writes only harvested sessions (kind session, provenance "
+        f"{' or '.join(HARVESTED_PROVENANCES)}, with a derivation) and the candidates drawn from them (kind "
+        f"{' or '.join(EXTRACTED_KINDS)}, provenance extracted, status candidate); this write is kind {kind}, "
+        f"provenance {provenance}, status {status}",
+        reasons_pb.ERROR_REASON_ROLE_TOO_LOW,
+    )
 
 
 def outside_workspaces(named: str) -> PermissionDenied:

@@ -26,6 +26,8 @@ from mnemo_gateway.schemas import (
     ConsolidateInput,
     ErrorBody,
     FeedbackInput,
+    HarvestedCandidatesInput,
+    HarvestedSessionInput,
     HarvestRunInput,
     ImportDecisionInput,
     ImportStartInput,
@@ -297,6 +299,26 @@ def build_router(operations: Operations) -> APIRouter:
     @router.post("/export:restore", summary="Write an export's records back (admin); each answered in order")
     async def restore_export(body: RestoreInput) -> dict[str, Any]:
         return await operations.restore_export(body)
+
+    @router.get(
+        "/harvest/placement",
+        summary="The workspace a session's directory belongs to, among the caller's (a remote harvester's placement)",
+    )
+    async def harvest_place(
+        path: Annotated[str, Query(max_length=4096, description="The session's recorded working directory.")],
+    ) -> dict[str, Any]:
+        return await operations.harvest_place(path)
+
+    @router.post("/harvest/sessions", summary="Write one harvested session (a remote harvester; harvester role)")
+    async def harvest_write_session(body: HarvestedSessionInput) -> Any:
+        result = await operations.harvest_write_session(body)
+        return JSONResponse(result, status_code=201 if result["outcome"] in WROTE else 200)
+
+    @router.post(
+        "/harvest/candidates", summary="Write a session's DECISION:/LESSON: lines as candidates (harvester role)"
+    )
+    async def harvest_write_candidates(body: HarvestedCandidatesInput) -> dict[str, Any]:
+        return await operations.harvest_write_candidates(body)
 
     @router.get("/harvest/status", summary="Harvest status per agent: seen, harvested, skipped (why), failed")
     async def harvest_status() -> dict[str, Any]:

@@ -26,6 +26,14 @@ WRITER_PROVENANCES = tuple(
     enum_label(common_pb2.Provenance, v) for v in (common_pb2.PROVENANCE_AGENT, common_pb2.PROVENANCE_HUMAN)
 )
 REASONS = tuple(reason_name(value) for value in reasons_pb.ErrorReason.values())
+# What a remote harvester sends (docs/harvest.md, "Remote harvest"): its sessions, and the candidates drawn from them.
+HARVESTED_PROVENANCES = tuple(
+    enum_label(common_pb2.Provenance, v)
+    for v in (common_pb2.PROVENANCE_HARVESTED_SUMMARY, common_pb2.PROVENANCE_HARVESTED_TRANSCRIPT)
+)
+EXTRACTED_KINDS = tuple(
+    enum_label(common_pb2.MemoryKind, v) for v in (common_pb2.MEMORY_KIND_DECISION, common_pb2.MEMORY_KIND_LESSON)
+)
 PROPOSAL_KINDS = tuple(enum_labels(common_pb2.ProposalKind))
 PROPOSAL_STATES = tuple(enum_labels(common_pb2.ProposalState))
 DEFAULT_KIND = enum_label(common_pb2.MemoryKind, common_pb2.MEMORY_KIND_NOTE)
@@ -41,6 +49,8 @@ if TYPE_CHECKING:
     Agent = str
     Vote = str
     WriterProvenance = str
+    HarvestedProvenance = str
+    ExtractedKind = str
     Reason = str
     ProposalKind = str
     ProposalState = str
@@ -51,6 +61,8 @@ else:
     Agent = Literal[AGENTS]
     Vote = Literal[VOTES]
     WriterProvenance = Literal[WRITER_PROVENANCES]
+    HarvestedProvenance = Literal[HARVESTED_PROVENANCES]
+    ExtractedKind = Literal[EXTRACTED_KINDS]
     Reason = Literal[REASONS]
     ProposalKind = Literal[PROPOSAL_KINDS]
     ProposalState = Literal[PROPOSAL_STATES]
@@ -304,6 +316,42 @@ class HarvestRunInput(_Body):
         max_length=4096,
         description="Only this session, by the agent's session id or the absolute path of its file; harvested at "
         "once, whatever the idle window (404 SESSION_NOT_FOUND when no agent has it).",
+    )
+
+
+class HarvestedDerivation(_Body):
+    source_fingerprint: str = Field(
+        ..., min_length=1, max_length=200, description="`<size>:<sha256>` of the session as read: its version."
+    )
+    summarizer: str = Field("", max_length=200, description="The summarizer model; `transcript` when none.")
+    prompt_version: str = Field("", max_length=100, description="The summarizer's prompt version; empty for none.")
+
+
+class HarvestedSessionInput(_Body):
+    workspace: str = Field(..., min_length=1, description="The workspace the session was placed in (its id).")
+    title: str = Field("", description="The session's title.")
+    content: str = Field(..., description="The summary or rendered transcript, redacted on the harvester's machine.")
+    tags: list[str] = Field(default_factory=list, description="Labels, such as the agent's name.")
+    metadata: Metadata = Field(default_factory=dict, description="The session's metadata (agent, cwd, outcome, …).")
+    source_uri: str = Field(..., min_length=1, description="`<agent>://session/<id>`: the session's identity.")
+    provenance: HarvestedProvenance = Field(..., description=f"{one_of(HARVESTED_PROVENANCES)}.")
+    derivation: HarvestedDerivation = Field(..., description="Which version of the session this is derived from.")
+
+
+class HarvestedCandidate(_Body):
+    kind: ExtractedKind = Field(..., description=f"{one_of(EXTRACTED_KINDS)}.")
+    title: str = Field("", description="A short heading; derived from the line when empty.")
+    content: str = Field(..., description="The DECISION: or LESSON: line.")
+    tags: list[str] = Field(default_factory=list, description="Labels.")
+    metadata: Metadata = Field(default_factory=dict, description="Links to the session (session_memory_id, …).")
+    source_uri: str = Field(..., min_length=1, description="`<session source>#<kind>-<hash>`: the line's identity.")
+    idempotency_key: str = Field(..., min_length=1, description="Makes a retried write return the first.")
+
+
+class HarvestedCandidatesInput(_Body):
+    workspace: str = Field(..., min_length=1, description="The workspace of the session they were drawn from.")
+    items: list[HarvestedCandidate] = Field(
+        ..., max_length=MAX_BATCH_ITEMS, description="Each written as a candidate and answered on its own, in order."
     )
 
 

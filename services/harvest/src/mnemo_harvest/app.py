@@ -16,6 +16,7 @@ from mnemo_harvest.engine import HarvestEngine
 from mnemo_harvest.readers import build_readers
 from mnemo_harvest.servicer import HarvestServicer
 from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
+from mnemo_harvest.sources import DatabaseSources
 from mnemo_harvest.summarize import Summarizer
 from mnemo_platform import GrpcApp, Registration, open_channel
 from mnemo_platform.telemetry import background_span
@@ -72,7 +73,7 @@ class HarvestApp(GrpcApp):
         self._channels = [ingest, search]
         data_dir = self.database.resolved_data_dir
         self.engine = HarvestEngine(
-            self.pool,
+            DatabaseSources(self.pool),
             build_readers(self.settings),
             ingest_service_pb2_grpc.IngestServiceStub(ingest),
             search_service_pb2_grpc.SearchServiceStub(search),

@@ -6,13 +6,12 @@ import asyncio
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import asyncpg
 import grpc
 import structlog
 from google.protobuf import struct_pb2
@@ -21,9 +20,7 @@ from mnemo.common.v1 import common_pb2
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo.harvest.v1 import harvest_service_pb2 as pb
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
-from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
-from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_harvest import sources
 from mnemo_harvest.archive import Archive, ArchivedSessions, free_disk_bytes
 from mnemo_harvest.model import Reader, Session, SourceRef, Turn
@@ -39,11 +36,11 @@ from mnemo_harvest.render import (
     session_title,
 )
 from mnemo_harvest.settings import HarvestSettings
-from mnemo_harvest.sources import Record, skip_label
+from mnemo_harvest.sources import Record, Row, SourceBook, skip_label
 from mnemo_harvest.summarize import PROMPT_VERSION, Summarizer, SummaryFailed
 from mnemo_platform import ALL_WORKSPACES, CallContext, InvalidArgument, NotFound, current_call, enum_label, reason_of
 from mnemo_platform.metrics import harvest_sessions
-from mnemo_redact import redact
+from mnemo_redact import redact, redact_json
 
 log = structlog.get_logger("mnemo.harvest")
 
@@ -53,11 +50,12 @@ TRANSCRIPT = "transcript"
 HARVEST_PRINCIPAL = "harvest"
 
 
-def harvest_principal(workspaces: tuple[str, ...], role: str = "agent") -> CallContext:
+def harvest_principal(workspaces: tuple[str, ...], role: str = "harvester") -> CallContext:
     """Harvest acts as itself, whoever asked for the run (the memories are the sessions' own), and
-    with the least it needs: an agent's role (write memories, open the candidates' review
-    proposals as ingest does for them; never confirm, purge, administer tokens or write `global`)
-    bound to `workspaces`."""
+    with the least it needs: the harvester role (write harvested sessions and their candidates, whose
+    review proposals ingest opens for them, and place a session; never search, read content, confirm,
+    purge, administer tokens or write `global`) bound to `workspaces` — the role a remote harvester's
+    token holds, so both run under the same rules."""
     return CallContext(
         principal=HARVEST_PRINCIPAL, request_id=current_call().request_id, role=role, workspaces=workspaces
     )
@@ -69,8 +67,8 @@ def _as_writer(workspace: str) -> list[tuple[str, str]]:
 
 
 def _as_placer() -> list[tuple[str, str]]:
-    """Placement looks a session's directory up among every registered workspace: an agent's role
-    over all of them (still no admin action, and `global` stays read-only to it)."""
+    """Placement looks a session's directory up among every registered workspace: the harvester role
+    over all of them (still no admin action, no read of content, and `global` stays read-only to it)."""
     return harvest_principal((ALL_WORKSPACES,)).metadata()
 
 
@@ -82,6 +80,30 @@ def _as_registrar() -> list[tuple[str, str]]:
 def source_uri(agent: str, session_id: str) -> str:
     """The session's identity for ingest: tombstones and derivations are keyed on it."""
     return f"{agent}://session/{session_id}"
+
+
+class IngestCalls(Protocol):
+    """The ingest calls harvest makes: a gRPC stub beside the services, the gateway for a remote harvester."""
+
+    def WriteMemory(
+        self, request: ingest_pb.WriteMemoryRequest, *, metadata: Any
+    ) -> Awaitable[ingest_pb.WriteMemoryResponse]: ...
+
+    def WriteMemories(
+        self, request: ingest_pb.WriteMemoriesRequest, *, metadata: Any
+    ) -> Awaitable[ingest_pb.WriteMemoriesResponse]: ...
+
+    def AddWorkspace(
+        self, request: ingest_pb.AddWorkspaceRequest, *, metadata: Any
+    ) -> Awaitable[ingest_pb.AddWorkspaceResponse]: ...
+
+
+class SearchCalls(Protocol):
+    """The search call harvest makes (placement)."""
+
+    def ResolveWorkspace(
+        self, request: search_pb.ResolveWorkspaceRequest, *, metadata: Any
+    ) -> Awaitable[search_pb.ResolveWorkspaceResponse]: ...
 
 
 @dataclass
@@ -112,17 +134,19 @@ class HarvestEngine:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        book: SourceBook,
         readers: dict[str, Reader],
-        ingest: ingest_grpc.IngestServiceStub,
-        search: search_grpc.SearchServiceStub,
+        ingest: IngestCalls,
+        search: SearchCalls,
         settings: HarvestSettings,
         data_dir: Path,
         max_content_bytes: int,
         summarizer: Summarizer | None = None,
         archive: Archive | None = None,
     ) -> None:
-        self.pool = pool
+        self.book = book
+        """book is where what harvest knows of each session is kept: harvest_sources in-cluster, a file on a
+        laptop that harvests through a gateway (mnemo_harvest.remote)."""
         self.readers = readers
         self.ingest = ingest
         self.search = search
@@ -169,7 +193,7 @@ class HarvestEngine:
             counts = {"harvested": 0, "skipped": 0, "failed": 0}
             places: dict[str, str | None] = {}
             # One read of what is known, so an unchanged session costs no query and no write.
-            known = await sources.known(self.pool)
+            known = await self.book.known()
             for index, (reader, ref) in enumerate(refs, start=1):
                 try:
                     result = await self._harvest(reader, ref, ignore_idle, places, known.get((ref.agent, ref.key)))
@@ -222,7 +246,7 @@ class HarvestEngine:
         their archived copies stand in for the files."""
         if self.archive is None:
             return []
-        rows = await sources.owed_from_archive(self.pool, self.derived_with, agent)
+        rows = await self.book.owed_from_archive(self.derived_with, agent)
         readers: dict[str, ArchivedSessions] = {}
         refs: list[tuple[Reader, SourceRef]] = []
         for row in rows:
@@ -257,11 +281,11 @@ class HarvestEngine:
         ref: SourceRef,
         ignore_idle: bool,
         places: dict[str, str | None],
-        row: asyncpg.Record | None,
+        row: Row | None,
     ) -> Outcome:
         mtime = datetime.fromtimestamp(ref.mtime, UTC)
         if row is None or (row["path"], row["size"], row["mtime"]) != (ref.path, ref.size, mtime):
-            row = await sources.seen(self.pool, ref)
+            row = await self.book.seen(ref)
         if not ignore_idle and time.time() - ref.mtime < self.settings.idle_s:
             await self._record(ref, Record(pb.SOURCE_STATE_ACTIVE, "still active: changed within MNEMO_HARVEST_IDLE_S"))
             return Outcome(pb.RUN_OUTCOME_SKIPPED, "still active", skip=pb.SKIP_REASON_STILL_ACTIVE)
@@ -331,7 +355,8 @@ class HarvestEngine:
             try:
                 summary = await self.summarizer.summarize(transcript)
                 summary = redact(summary).text
-                content = "\n".join(header(session)) + "\n" + summary
+                # The header names the session (its title, often the first prompt): redacted with the rest.
+                content = redact("\n".join(header(session))).text + "\n" + summary
                 outcome = session_outcome(session, summary)
                 summarizer, prompt_version = self.summarizer.name, PROMPT_VERSION
                 provenance = common_pb2.PROVENANCE_HARVESTED_SUMMARY
@@ -339,11 +364,13 @@ class HarvestEngine:
                 final, detail = False, f"summary failed ({exc}); transcript kept, summary retried next run"
                 log.warning("session_summary_failed", agent=ref.agent, session_id=ref.key, error=str(exc))
         metadata = struct_pb2.Struct()
-        metadata.update({**session_metadata(session), "outcome": outcome})
+        # The title (the first prompt, often) and the metadata too: nothing unredacted leaves the harvester,
+        # which for a remote one means the laptop.
+        metadata.update(redact_json({**session_metadata(session), "outcome": outcome})[0])
         request = ingest_pb.WriteMemoryRequest(
             workspace=workspace,
             kind=common_pb2.MEMORY_KIND_SESSION,
-            title=session_title(session),
+            title=redact(session_title(session)).text,
             content=content,
             tags=[session.agent, "session"],
             metadata=metadata,
@@ -477,7 +504,7 @@ class HarvestEngine:
             return
         evicted = await asyncio.to_thread(self.archive.evict)
         if evicted:
-            await sources.archive_evicted(self.pool, [str(p) for p in evicted])
+            await self.book.archive_evicted([str(p) for p in evicted])
 
     # -- placement --------------------------------------------------------------------------
 
@@ -495,7 +522,7 @@ class HarvestEngine:
                     search_pb.ResolveWorkspaceRequest(workspace=path), metadata=_as_placer()
                 )
             except grpc.aio.AioRpcError as exc:
-                if reason_of(exc) not in _NOT_A_WORKSPACE:
+                if reason_of(exc) not in _NOT_A_WORKSPACE and not _not_among_its_own(exc):
                     raise
                 continue
             workspace = response.workspace.id
@@ -512,7 +539,7 @@ class HarvestEngine:
     # -- harvest's own state --------------------------------------------------------------------
 
     async def _record(self, ref: SourceRef, outcome: Record, **fields: Any) -> None:
-        await sources.record(self.pool, ref, outcome, **fields)
+        await self.book.record(ref, outcome, **fields)
 
     async def _too_large(self, ref: SourceRef, mtime: datetime, detail: str) -> Outcome:
         """Skips a session over the size cap; it is not looked at again until its files change."""
@@ -541,6 +568,13 @@ _TRANSIENT_NAMES = frozenset(code.name for code in _TRANSIENT)
 
 # What a path that is no registered workspace's answers when resolved: the session stays unplaced.
 _NOT_A_WORKSPACE = (reasons_pb.ERROR_REASON_WORKSPACE_NOT_FOUND, reasons_pb.ERROR_REASON_INVALID_ARGUMENT)
+
+
+def _not_among_its_own(exc: grpc.aio.AioRpcError) -> bool:
+    """A harvester bound to some workspaces hears of any other path only that it may not touch it (the same
+    words whether or not it is registered): for placement, not one of its workspaces. A refusal of the role
+    itself is no such answer."""
+    return exc.code() == grpc.StatusCode.PERMISSION_DENIED and reason_of(exc) != reasons_pb.ERROR_REASON_ROLE_TOO_LOW
 
 
 def _refused_note(session: Session) -> str:

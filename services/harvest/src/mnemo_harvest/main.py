@@ -6,8 +6,8 @@ import sys
 from collections.abc import Mapping
 
 from mnemo_harvest.app import HarvestApp
-from mnemo_harvest.settings import HarvestSettings, SummarizerSettings
-from mnemo_platform import load_all
+from mnemo_harvest.settings import HarvestSettings, RemoteHarvestSettings, SummarizerSettings
+from mnemo_platform import load, load_all
 from mnemo_platform.config import ServiceAddresses
 from mnemo_platform.process import run_process
 from mnemo_store.settings import DatabaseSettings
@@ -32,5 +32,13 @@ def build(environ: Mapping[str, str] | None = None) -> HarvestApp:
     )
 
 
+def remote_url(given: str = "", environ: Mapping[str, str] | None = None) -> str:
+    """The gateway a remote harvester writes through: `given` (`--remote`), else MNEMO_HARVEST_REMOTE_URL."""
+    return given or load(RemoteHarvestSettings, environ).url
+
+
 def main() -> None:
+    if remote_url():
+        # The token is the CLI's (MNEMO_TOKEN): a remote harvester is a client of the gateway.
+        raise SystemExit("MNEMO_HARVEST_REMOTE_URL is set: run the remote harvester with `mnemo serve harvest`")
     sys.exit(run_process("harvest", lambda: [build()]))

@@ -141,6 +141,31 @@ class HarvestSettings:
 
 
 @dataclass(frozen=True)
+class RemoteHarvestSettings:
+    """A harvester on a laptop that writes through the gateway (docs/harvest.md, "Remote harvest")."""
+
+    url: str = setting(
+        "MNEMO_HARVEST_REMOTE_URL",
+        "",
+        "The gateway a remote harvester writes through (`mnemo serve harvest --remote URL`), with a harvester "
+        "token in `MNEMO_TOKEN`; empty runs harvest in-cluster, beside the database.",
+    )
+    state_file: str = setting(
+        "MNEMO_HARVEST_STATE_FILE",
+        "",
+        "Where a remote harvester keeps what it knows of each session (a cache: ingest keeps idempotency and "
+        "tombstones).",
+        shown_default="`<data dir>/harvest-remote.json`",
+    )
+    timeout_s: float = setting(
+        "MNEMO_HARVEST_REMOTE_TIMEOUT_S",
+        60.0,
+        "Timeout of one request a remote harvester makes to the gateway.",
+        parse_positive_float,
+    )
+
+
+@dataclass(frozen=True)
 class SummarizerSettings:
     """The optional LLM that summarises harvested sessions (otherwise a transcript is kept)."""
 

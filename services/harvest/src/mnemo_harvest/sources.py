@@ -6,9 +6,10 @@ table stores their labels ("skipped", "no-workspace"), which are also what the A
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -18,6 +19,8 @@ from mnemo_platform import enum_label
 from mnemo_store import Params, Reach, workspace_clause
 
 Key = tuple[str, str]
+Row = Mapping[str, Any]
+"""Row is what is known of one session: harvest_sources' columns by name."""
 
 
 def state_label(state: int) -> str:
@@ -173,3 +176,40 @@ async def page(
         """,
         *params.values,
     )
+
+
+class SourceBook(Protocol):
+    """Where a harvester keeps what it knows of each session (the engine's only state): the table above
+    in-cluster, a file on a laptop that harvests through a gateway (mnemo_harvest.ledger)."""
+
+    async def known(self) -> dict[Key, Row]: ...
+
+    async def owed_from_archive(self, derived_with: str, agent: str) -> list[Row]: ...
+
+    async def seen(self, ref: SourceRef) -> Row | None: ...
+
+    async def record(self, ref: SourceRef, outcome: Record, **fields: Any) -> None: ...
+
+    async def archive_evicted(self, paths: list[str]) -> None: ...
+
+
+class DatabaseSources:
+    """The in-cluster book: harvest_sources, through the statements above."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def known(self) -> dict[Key, Row]:
+        return dict(await known(self.pool))
+
+    async def owed_from_archive(self, derived_with: str, agent: str) -> list[Row]:
+        return list(await owed_from_archive(self.pool, derived_with, agent))
+
+    async def seen(self, ref: SourceRef) -> Row | None:
+        return await seen(self.pool, ref)
+
+    async def record(self, ref: SourceRef, outcome: Record, **fields: Any) -> None:
+        await record(self.pool, ref, outcome, **fields)
+
+    async def archive_evicted(self, paths: list[str]) -> None:
+        await archive_evicted(self.pool, paths)

@@ -17,6 +17,7 @@ from mnemo_guard import screen
 from mnemo_platform import InvalidArgument
 from mnemo_platform.enums import enum_label
 from mnemo_redact import redact, redact_json
+from mnemo_store import check_writer
 from mnemo_store.tombstones import Derivation
 
 MAX_TITLE_CHARS = 500
@@ -202,11 +203,17 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
     source_uri = redactor.text(source_uri) if source_uri else None
     # A title taken from the (redacted) content has nothing left to redact.
     title = redactor.text(check_title(request.title, content)) if request.title.strip() else check_title("", content)
+    kind = check_enum(common_pb2.MemoryKind, request.kind, "kind", "note")
+    provenance = check_enum(common_pb2.Provenance, request.provenance, "provenance", "agent")
+    derivation = check_derivation(request, source_uri)
+    import_batch = check_import_batch(request.import_batch)
+    # Before screening may turn the write into a candidate: what the caller asked for is what is checked.
+    check_writer(kind, provenance, status, derivation is not None, import_batch is not None)
     suspicious = screened(title, content)
     if suspicious and status == "active":
         status = "candidate"  # text that tries to instruct the model waits for a reviewer
     return Draft(
-        kind=check_enum(common_pb2.MemoryKind, request.kind, "kind", "note"),
+        kind=kind,
         title=title,
         content=content,
         content_hash=content_hash(content),
@@ -214,14 +221,14 @@ def check_write(request: Any, max_content_bytes: int) -> Draft:
         metadata=redactor.json(check_metadata(request.metadata if request.HasField("metadata") else None)),
         source_uri=source_uri,
         idempotency_key=check_short(request.idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS),
-        provenance=check_enum(common_pb2.Provenance, request.provenance, "provenance", "agent"),
+        provenance=provenance,
         valid_from=valid_from,
         valid_to=valid_to,
         status=status,
-        derivation=check_derivation(request, source_uri),
+        derivation=derivation,
         redactions=tuple(redactor.findings),
         suspicious=suspicious,
-        import_batch=check_import_batch(request.import_batch),
+        import_batch=import_batch,
     )
 
 

@@ -138,6 +138,8 @@ class WebUI:
             signed_in=bool(session.token) or not self.auth_enabled,
             principal=caller.principal,
             role=caller.role,
+            # A harvester token writes sessions and reads nothing: no page is its to open.
+            is_reader=caller.at_least("agent"),
             is_reviewer=caller.at_least("reviewer"),
             is_admin=caller.at_least("admin"),
             csrf_field=CSRF_FIELD,

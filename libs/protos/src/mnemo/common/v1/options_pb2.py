@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmnemo/common/v1/options.proto\x12\x0fmnemo.common.v1\x1a google/protobuf/descriptor.proto*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_AGENT\x10\x01\x12\x11\n\rROLE_REVIEWER\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03:K\n\nleast_role\x12\x1e.google.protobuf.MethodOptions\x18\xd1\x86\x03 \x01(\x0e\x32\x15.mnemo.common.v1.Role:0\n\x06\x61\x63tion\x12\x1e.google.protobuf.MethodOptions\x18\xd2\x86\x03 \x01(\t:2\n\x05label\x12!.google.protobuf.EnumValueOptions\x18\xd3\x86\x03 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmnemo/common/v1/options.proto\x12\x0fmnemo.common.v1\x1a google/protobuf/descriptor.proto*c\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x12\n\x0eROLE_HARVESTER\x10\x04\x12\x0e\n\nROLE_AGENT\x10\x01\x12\x11\n\rROLE_REVIEWER\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03:K\n\nleast_role\x12\x1e.google.protobuf.MethodOptions\x18\xd1\x86\x03 \x01(\x0e\x32\x15.mnemo.common.v1.Role:0\n\x06\x61\x63tion\x12\x1e.google.protobuf.MethodOptions\x18\xd2\x86\x03 \x01(\t:2\n\x05label\x12!.google.protobuf.EnumValueOptions\x18\xd3\x86\x03 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mnemo.common.v1.options_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ROLE']._serialized_start=84
-  _globals['_ROLE']._serialized_end=163
+  _globals['_ROLE']._serialized_end=183
 # @@protoc_insertion_point(module_scope)

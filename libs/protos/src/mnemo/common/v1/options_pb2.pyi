@@ -8,10 +8,12 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_HARVESTER: _ClassVar[Role]
     ROLE_AGENT: _ClassVar[Role]
     ROLE_REVIEWER: _ClassVar[Role]
     ROLE_ADMIN: _ClassVar[Role]
 ROLE_UNSPECIFIED: Role
+ROLE_HARVESTER: Role
 ROLE_AGENT: Role
 ROLE_REVIEWER: Role
 ROLE_ADMIN: Role
