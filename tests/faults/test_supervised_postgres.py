@@ -21,8 +21,28 @@ import psutil
 
 from mnemo_store.embedded import server_processes
 from tests.e2e.test_processes import MNEMO, LineReader, clean_env
+from tests.helpers import eventually
 
 WORKSPACE = "supervised"
+
+
+RECOVERY_S = 12
+
+
+def slow_next_recovery(pgdata: Path, seconds: int) -> None:
+    """Makes the server's next start an archive recovery that takes at least `seconds`: its
+    restore_command sleeps once (a marker file in the data directory remembers it did), then finds
+    nothing, so recovery replays pg_wal and ends as after any crash."""
+    restore = f"test -f slow-recovery.done || {{ touch slow-recovery.done; sleep {seconds}; }}; false"
+    with (pgdata / "postgresql.auto.conf").open("a") as conf:
+        conf.write(f"restore_command = '{restore}'\nhot_standby = off\n")
+    (pgdata / "recovery.signal").touch()
+    shutil.chown(pgdata / "recovery.signal", *owner(pgdata))
+
+
+def owner(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_uid, stat.st_gid
 
 
 def postmaster_pid(pgdata: Path) -> int:
@@ -121,6 +141,26 @@ async def test_a_postmaster_killed_under_mnemo_up_is_restarted_and_nothing_is_lo
         assert not up.reader.events("embedded_postgres_restart_failed")
         assert up.process.returncode is None  # mnemo up kept serving
         assert await stored_keys(pgdata) == ["after", "before"]
+
+        # A crash recovery longer than embedded-postgres's own 10 s wait for a start: the next start
+        # is an archive recovery whose restore_command sleeps 12 s once, with no hot standby, so
+        # the server refuses connections ("starting up") all that time.
+        slow_next_recovery(pgdata, RECOVERY_S)
+        os.kill(second, signal.SIGKILL)
+        killed = time.perf_counter()
+
+        async def restarted_twice() -> bool:
+            return len(up.reader.events("embedded_postgres_restarted")) == 2
+
+        await eventually(restarted_twice, timeout=120, interval=0.2)
+        slow = up.reader.events("embedded_postgres_restarted")[1]
+        await write(up, "after-slow-recovery")
+        writable_s = time.perf_counter() - killed
+        print(f"a {RECOVERY_S} s recovery: restarted after {slow['after_s']} s, writes back after {writable_s:.2f} s")
+        assert slow["after_s"] >= RECOVERY_S  # the control: the recovery really took that long
+        assert not up.reader.events("embedded_postgres_restart_failed")  # waited out, not given up on
+        assert up.process.returncode is None
+        assert await stored_keys(pgdata) == ["after", "after-slow-recovery", "before"]
 
         assert await stop(up) == 0
         assert not server_processes(pgdata), "PostgreSQL left running after mnemo up stopped"
