@@ -113,12 +113,22 @@ class Backends:
             await self._harvest_channel.close()
 
 
+def service_of(method: Any) -> str:
+    """The short name of the service a stub's method calls (`search` for
+    `/mnemo.search.v1.SearchService/Search`), or "" if it cannot be told."""
+    # grpc.aio keeps a multicallable's full method name in `_method` (grpcio 1.x); without it the
+    # error simply names no service.
+    full = getattr(method, "_method", b"")
+    parts = full.decode(errors="replace").split(".") if isinstance(full, bytes) else []
+    return parts[1] if len(parts) > 2 and parts[0] == "/mnemo" else ""
+
+
 async def call(method: Callable[[Any], Awaitable[T]], request: Any) -> T:
     """Makes one gRPC call; a failed call becomes a CallError with the service's message and reason."""
     try:
         return await method(request)
     except grpc.aio.AioRpcError as exc:
-        raise CallError.of_rpc(exc) from None
+        raise CallError.of_rpc(exc, service_of(method)) from None
 
 
 async def streamed(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
