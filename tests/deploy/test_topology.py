@@ -3,9 +3,10 @@ ingest x2, search x2, harvest x1, each pod on its own loopback address, each Ser
 its own, one PostgreSQL; the migration Job first, which mints the admin token the clients use.
 
 Under a steady load of keyed writes and searches through the gateway's REST, one ingest pod and then
-one search pod are SIGKILLed (a node lost) and replaced: clients that follow the documented retry
-contract (docs/reliability.md: a 503 or a dropped connection is retried, a write with its key) see
-every request succeed, the retries landing on the other replica. Then every search pod is stopped:
+one search pod are SIGKILLed (a node lost) and replaced, then SIGTERMed (a pod deleted) and
+replaced: clients that follow the documented retry contract (docs/reliability.md: a 503 or a
+dropped connection is retried, a write with its key) see every request succeed, the retries landing
+on the other replica. Then every search pod is stopped:
 writes are still acknowledged while searches and /readyz answer 503 naming search; one search pod
 back, searches answer again. Nothing acknowledged is lost or stored twice, the audit chain verifies,
 every chunk ends embedded, and every pod stops cleanly on SIGTERM.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import signal
 import time
 from collections import Counter
@@ -145,18 +147,19 @@ async def test_one_replica_of_each_service_killed_under_load_fails_no_request_an
             await load.answered_after("write", 0, 10)
             await load.answered_after("search", 0, 5)
 
-            for service in ("ingest", "search"):
-                # The pod the gateway's connection goes to: its kill cuts calls in flight.
+            # A node lost (SIGKILL), then a pod deleted (SIGTERM: it drains, exits 0), for each service.
+            for sig, service in itertools.product((signal.SIGKILL, signal.SIGTERM), ("ingest", "search")):
+                # The pod the gateway's connection goes to: stopping it cuts calls in flight.
                 active = cluster.services[service].active
                 victim = max(cluster.pods[service], key=lambda pod: active[pod.name])
                 assert active[victim.name] > 0, dict(active)
                 killed = time.perf_counter()
-                assert await victim.kill() == -signal.SIGKILL
+                assert await victim.kill(sig) == (-signal.SIGKILL if sig == signal.SIGKILL else 0), victim.output()
                 writes = await load.answered_after("write", killed, 5)
                 searches = await load.answered_after("search", killed, 5)
                 back = await replace(cluster, victim)
                 figures.append(
-                    f"SIGKILL {victim.name}: writes answered after {writes:.2f} s, searches {searches:.2f} s, "
+                    f"{sig.name} {victim.name}: writes answered after {writes:.2f} s, searches {searches:.2f} s, "
                     f"replaced and ready in {back:.1f} s"
                 )
             one_down = dict(load.answers)
