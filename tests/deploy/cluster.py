@@ -25,7 +25,6 @@ import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc
 import httpx
@@ -295,9 +294,3 @@ class LocalCluster:
 
     def url(self, service: str, port: int) -> str:
         return f"http://{self.services[service].address}:{port}"
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            name: {"address": b.address, "pods": [f"{p.name}@{p.address}" for p in b.pods]}
-            for name, b in self.services.items()
-        }
