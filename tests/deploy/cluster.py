@@ -9,7 +9,8 @@ Secrets' values (the database URL is the test's PostgreSQL, the other keys gener
 pod's address) and every Service name (its balancer's address). Readiness is the container's own
 readinessProbe (gRPC health of the named service, or HTTP GET), polled by the balancer, which only
 sends new connections to ready pods — and, as a dead pod is dropped from the endpoints, to pods
-that accept them.
+that accept them. A pod started again keeps its address and directories (a restarted container
+rather than a new pod: the same thing to its clients, which only know the Service).
 """
 
 from __future__ import annotations
