@@ -16,6 +16,8 @@ class Proxy:
     upstream: str
     refuse: set[str] = field(default_factory=set)
     lose: set[str] = field(default_factory=set)
+    lose_next: dict[str, int] = field(default_factory=dict)
+    """lose_next holds, by method name, how many of its next calls lose their answer (after forwarding)."""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """calls are (method name, metadata) of every call received, in order."""
     target: str = ""
@@ -59,7 +61,10 @@ class _Forward(grpc.GenericRpcHandler):
             try:
                 answer: bytes = await proxy._channel.unary_unary(method)(request, metadata=metadata, timeout=10)
             except grpc.aio.AioRpcError as exc:
-                await context.abort(exc.code(), exc.details() or "", exc.trailing_metadata() or ())
+                await context.abort(exc.code(), exc.details() or "", tuple(exc.trailing_metadata() or ()))
+            if proxy.lose_next.get(name, 0) > 0:
+                proxy.lose_next[name] -= 1
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"{name}'s answer lost by the drill")
             if name in proxy.lose:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"{name}'s answer lost by the drill")
             return answer

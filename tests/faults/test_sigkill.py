@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import asyncpg
 import httpx
@@ -134,13 +135,25 @@ async def kill_at_random(load: Load, victims: list[str], kill_and_restart, drill
     load.open_to(load.total)
 
 
-async def check_nothing_lost(dsn: str, base: str, load: Load) -> None:
+class Keyed(Protocol):
+    """Keyed writes counted by a load: `total` keys `<prefix>-…`, those `acknowledged` with the id answered."""
+
+    prefix: str
+    acknowledged: dict[str, str]
+
+    @property
+    def total(self) -> int: ...
+
+
+async def check_nothing_lost(
+    dsn: str, base: str, load: Keyed, workspace: str = WORKSPACE, headers: dict[str, str] | None = None
+) -> None:
     conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch(
             "SELECT m.id::text, m.idempotency_key FROM memories m JOIN workspaces w ON w.id = m.workspace_id "
             "WHERE w.name = $1 AND m.idempotency_key LIKE $2",
-            WORKSPACE,
+            workspace,
             f"{load.prefix}-%",
         )
     finally:
@@ -148,12 +161,12 @@ async def check_nothing_lost(dsn: str, base: str, load: Load) -> None:
     stored = {r["idempotency_key"]: r["id"] for r in rows}
     assert len(rows) == len(stored) == load.total, (len(rows), len(stored))  # no duplicate, every key
     assert load.acknowledged == stored  # acknowledged ⊆ stored, with the ids the clients were given
-    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-        audit = (await http.get("/audit/verify", params={"workspace": WORKSPACE})).json()
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers=headers) as http:
+        audit = (await http.get("/audit/verify", params={"workspace": workspace})).json()
         assert audit["ok"] and audit["events_checked"] >= load.total, audit
 
         async def all_embedded() -> bool:
-            response = await http.get("/status", params={"workspace": WORKSPACE})
+            response = await http.get("/status", params={"workspace": workspace})
             if response.status_code != 200:
                 return False
             status = response.json()

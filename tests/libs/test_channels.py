@@ -62,6 +62,15 @@ def test_retries_are_on_unavailable_only_and_every_method_has_a_deadline() -> No
     json.dumps(config)  # what the channel option carries
 
 
+def test_a_channel_for_keyed_writes_also_retries_write_memory() -> None:
+    config = service_config(INGEST, 5.0, also_retried=["WriteMemory"])
+    keyed = {name for name, entry in entries(config).items() if "retryPolicy" in entry}
+    assert keyed == retried(INGEST) | {"WriteMemory"}
+    assert "WriteMemory" not in retried(INGEST)  # control: the plain channel does not
+    with pytest.raises(ValueError, match="has no method WriteMemorie"):
+        service_config(INGEST, 5.0, also_retried=["WriteMemorie"])
+
+
 def test_a_timeout_for_a_method_the_service_lacks_is_refused() -> None:
     with pytest.raises(ValueError, match="has no method Rescan"):
         service_config(INGEST, 5.0, {"Rescan": 60.0})

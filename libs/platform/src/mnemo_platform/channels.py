@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import grpc
@@ -87,18 +87,20 @@ def service_config(
     service: ServiceDescriptor,
     timeout_s: float,
     method_timeouts: Mapping[str, float] | None = None,
+    also_retried: Collection[str] = (),
 ) -> dict[str, Any]:
     """The service config of a channel to `service`: every method gets the default timeout, and the
-    methods whose proto declares NO_SIDE_EFFECTS or IDEMPOTENT get the retry policy.
+    methods whose proto declares NO_SIDE_EFFECTS or IDEMPOTENT get the retry policy, as do
+    `also_retried` (a channel that only ever carries calls made safe to repeat: keyed writes).
 
     A service-config timeout caps any deadline a call asks for, so a long-running method (a
     streamed harvest run) needs its own entry in `method_timeouts`.
     """
     timeouts = dict(method_timeouts or {})
-    unknown = sorted(set(timeouts) - set(service.methods_by_name))
+    unknown = sorted((set(timeouts) | set(also_retried)) - set(service.methods_by_name))
     if unknown:
         raise ValueError(f"{service.full_name} has no method {', '.join(unknown)}")
-    retried = retry_safe_methods(service)
+    retried = [*retry_safe_methods(service), *also_retried]
     # gRPC takes each method name once in a service config, so a method both retried and given
     # its own timeout has a single entry with both.
     methods = [m.name for m in service.methods if m.name in retried or m.name in timeouts]
@@ -124,13 +126,14 @@ def open_channel(
     timeout_s: float,
     method_timeouts: Mapping[str, float] | None = None,
     keepalive_s: float = KEEPALIVE_S,
+    also_retried: Collection[str] = (),
 ) -> grpc.aio.Channel:
     """Opens the one channel a process keeps to a downstream service; its retries follow the service's protos."""
     return grpc.aio.insecure_channel(
         target,
         options=[
             ("grpc.enable_retries", 1),
-            ("grpc.service_config", json.dumps(service_config(service, timeout_s, method_timeouts))),
+            ("grpc.service_config", json.dumps(service_config(service, timeout_s, method_timeouts, also_retried))),
             *keepalive_options(keepalive_s),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],

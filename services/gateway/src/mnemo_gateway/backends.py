@@ -27,6 +27,8 @@ HARVEST = harvest_service_pb2.DESCRIPTOR.services_by_name["HarvestService"]
 # each with its whole history, in a transaction of its own. A full consolidation pass at 100k
 # notes takes minutes.
 LONG_RUN_TIMEOUT_S = 3600.0
+# The writes retried on the keyed channel: only ever sent there with an idempotency key.
+KEYED_WRITES = ("WriteMemory",)
 # How long the status waits for each service's health before naming it down.
 HEALTH_TIMEOUT_S = 1.0
 
@@ -49,6 +51,12 @@ class Backends:
             search_target, SEARCH, timeout_s, method_timeouts={"ExportMemories": LONG_RUN_TIMEOUT_S}
         )
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
+        # A write with an idempotency key is stored once however often it is sent (a repeat answers
+        # `replayed`), so it goes over a channel of its own that also retries WriteMemory on
+        # UNAVAILABLE: a keyed write cut by a lost ingest replica lands on another, unseen by the
+        # client. A write without a key is never repeated (it could be stored twice).
+        self._keyed_channel = open_channel(ingest_target, INGEST, timeout_s, also_retried=KEYED_WRITES)
+        self.keyed = ingest_service_pb2_grpc.IngestServiceStub(self._keyed_channel)
         self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
         self.targets = {"ingest": ingest_target, "search": search_target}
         # Harvest is optional (a gateway in front of ingest and search only still works).
@@ -108,9 +116,20 @@ class Backends:
 
     async def close(self) -> None:
         await self._ingest_channel.close()
+        await self._keyed_channel.close()
         await self._search_channel.close()
         if self._harvest_channel is not None:
             await self._harvest_channel.close()
+
+
+def service_of(method: Any) -> str:
+    """The short name of the service a stub's method calls (`search` for
+    `/mnemo.search.v1.SearchService/Search`), or "" if it cannot be told."""
+    # grpc.aio keeps a multicallable's full method name in `_method` (grpcio 1.x); without it the
+    # error simply names no service.
+    full = getattr(method, "_method", b"")
+    parts = full.decode(errors="replace").split(".") if isinstance(full, bytes) else []
+    return parts[1] if len(parts) > 2 and parts[0] == "/mnemo" else ""
 
 
 async def call(method: Callable[[Any], Awaitable[T]], request: Any) -> T:
@@ -118,7 +137,7 @@ async def call(method: Callable[[Any], Awaitable[T]], request: Any) -> T:
     try:
         return await method(request)
     except grpc.aio.AioRpcError as exc:
-        raise CallError.of_rpc(exc) from None
+        raise CallError.of_rpc(exc, service_of(method)) from None
 
 
 async def streamed(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:

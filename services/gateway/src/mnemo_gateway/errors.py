@@ -85,14 +85,22 @@ class CallError(Exception):
         return cls(exc.code, exc.message, exc.reason)
 
     @classmethod
-    def of_rpc(cls, exc: grpc.aio.AioRpcError) -> CallError:
-        """A failed gRPC call, with the reason the service sent."""
+    def of_rpc(cls, exc: grpc.aio.AioRpcError, service: str = "") -> CallError:
+        """A failed gRPC call, with the reason the service sent; an unavailable one names `service`
+        (`search`) when given, so the caller knows which part of Mnemo is down."""
         code = exc.code()
         message = exc.details() or code.name
         reason = reason_of(exc)
+        # The gateway cancels its own calls only by cancelling their task (CancelledError, never
+        # this error): a CANCELLED call was ended by the service, which stopped mid-call (a pod
+        # deleted, its grace over). Nothing was committed that a retry with the same key would
+        # repeat, and another replica answers one: it is UNAVAILABLE, retried like any other.
+        if code == grpc.StatusCode.CANCELLED:
+            code, message = grpc.StatusCode.UNAVAILABLE, f"stopped before answering ({message})"
         # The channel reports these itself when no service answered, so no reason came with them.
         if code == grpc.StatusCode.UNAVAILABLE:
-            message = f"a Mnemo service is unavailable: {message}"
+            what = f"the Mnemo {service} service" if service else "a Mnemo service"
+            message = f"{what} is unavailable: {message}"
             reason = reason or reasons_pb.ERROR_REASON_UNAVAILABLE
         elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
             message = "a Mnemo service did not answer in time"

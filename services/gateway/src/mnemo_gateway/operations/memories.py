@@ -38,7 +38,9 @@ class MemoryOperations(OperationsBase):
 
     async def write(self, args: WriteInput, url_workspace: str | None, provenance: str) -> dict[str, Any]:
         request = self._write_request(args, url_workspace, provenance)
-        response = await self._call(self.backends.ingest.WriteMemory, request)
+        # Only a keyed write may be repeated (backends.Backends.keyed retries it on UNAVAILABLE).
+        ingest = self.backends.keyed if request.idempotency_key else self.backends.ingest
+        response = await self._call(ingest.WriteMemory, request)
         return written_json(response)
 
     async def write_many(self, args: BatchInput, provenance: str, import_batch: str = "") -> dict[str, Any]:
