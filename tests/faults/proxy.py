@@ -6,7 +6,9 @@ every 1/fraction-th, counted over both directions of every connection), instead 
 forwarded, reset their connection (RST to the client, the upstream closed);
 `blackhole(seconds)` makes every connection open at its start a dead flow for good (nothing more
 is forwarded either way, nothing is closed: a peer gone or a NAT entry lost), and holds
-connections accepted meanwhile without forwarding until it ends.
+connections accepted meanwhile without forwarding until it ends. `die_after(pattern)` kills the
+next connection whose client sends `pattern` the same way, right after forwarding that chunk: the
+server acts on it, and its answer never comes back (a COMMIT that lands unheard).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class FaultProxy:
         self.upstream_connects = 0
         self.resets = 0
         self._blackhole_until = 0.0
+        self._die_after: bytes | None = None
+        self.died_after = 0
         self._flows: list[_Flow] = []
         self._server: asyncio.Server | None = None
 
@@ -72,6 +76,10 @@ class FaultProxy:
         self._blackhole_until = time.monotonic() + seconds
         for flow in self._flows:
             flow.dead = True
+
+    def die_after(self, pattern: bytes) -> None:
+        """Once: the next connection whose client sends `pattern` dies silently right after it."""
+        self._die_after = pattern
 
     @property
     def blackholed(self) -> bool:
@@ -117,12 +125,18 @@ class FaultProxy:
                     return
                 writer.write(chunk)
                 await writer.drain()
+                if chunk is dying:
+                    flow.dead = True
+                    self.died_after += 1
 
+        dying: bytes | None = None
         sender = asyncio.create_task(deliver())
         try:
             while chunk := await reader.read(65536):
                 if flow.dead:
                     continue  # a dead flow swallows everything, closes nothing
+                if self._die_after is not None and writer is flow.upstream and self._die_after in chunk:
+                    self._die_after, dying = None, chunk
                 self.chunks += 1
                 if self._reset_due():
                     self.resets += 1

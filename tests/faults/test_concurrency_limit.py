@@ -91,3 +91,63 @@ async def test_a_burst_beyond_the_limit_is_refused_unavailable_and_the_calls_wit
 
 async def _admitted(admission: object, count: int) -> bool:
     return admission.active == count  # type: ignore[attr-defined, no-any-return]
+
+
+HTTP_LIMIT = 3
+
+
+async def test_the_gateway_refuses_requests_beyond_its_http_limit_and_answers_probes(postgres: Postgres) -> None:
+    dsn = await postgres.create_database("http_limit")
+    stack = await start_stack(dsn, HashEmbedder(64), MNEMO_HTTP_MAX_CONCURRENT_REQUESTS=str(HTTP_LIMIT))
+    assert stack.gateway is not None
+    draining = stack.gateway._draining  # the gateway's count of requests waiting for an answer
+    locker = await asyncpg.connect(dsn)
+    http = httpx.AsyncClient(base_url=stack.base_url, timeout=30)
+    held: list[asyncio.Future[httpx.Response]] = []
+    try:
+        created = await http.post("/api/v1/workspaces", json={"name": "http-limit"})
+        assert created.status_code == 201, created.text
+
+        def write(n: int) -> asyncio.Future[httpx.Response]:
+            note = {"workspace": "http-limit", "content": f"held request {n}", "idempotency_key": f"req-{n}"}
+            return asyncio.ensure_future(http.post("/api/v1/memories", json=note))
+
+        lock = locker.transaction()
+        await lock.start()
+        await locker.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+        held = [write(n) for n in range(HTTP_LIMIT)]
+
+        async def all_waiting() -> bool:
+            return draining is not None and draining.waiting == HTTP_LIMIT
+
+        await eventually(all_waiting, timeout=15, interval=0.05)
+        # One more is refused at once, in the one JSON error shape, naming the setting.
+        refused = await http.post("/api/v1/memories", json={"workspace": "http-limit", "content": "one too many"})
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert "MNEMO_HTTP_MAX_CONCURRENT_REQUESTS" in refused.json()["error"]["message"], refused.json()
+        # Probes are never refused: liveness and scrapes still answer.
+        assert (await http.get("/healthz")).status_code == 200
+        assert (await http.get("/metrics")).status_code == 200
+        assert all(not task.done() for task in held)
+
+        await lock.rollback()
+        # The requests within the limit complete (the positive control), and new ones are taken again.
+        answers = await asyncio.wait_for(asyncio.gather(*held), timeout=30)
+        assert [a.status_code for a in answers] == [201] * HTTP_LIMIT
+        after = await http.post("/api/v1/memories", json={"workspace": "http-limit", "content": "after the limit"})
+        assert after.status_code == 201, after.text
+        assert draining is not None and draining.waiting == 0
+        stored = await locker.fetch(
+            "SELECT v.content FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            "WHERE m.workspace_id = (SELECT id FROM workspaces WHERE name = 'http-limit')"
+        )
+        expected = [*(f"held request {n}" for n in range(HTTP_LIMIT)), "after the limit"]
+        assert sorted(r["content"] for r in stored) == sorted(expected)  # nothing refused was written
+    finally:
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+        await http.aclose()
+        await locker.close()
+        await stack.stop()

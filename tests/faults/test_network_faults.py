@@ -295,3 +295,42 @@ async def kept_count(dsn: str) -> int:
         return count
     finally:
         await conn.close()
+
+
+async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_with_its_key(net: Net) -> None:
+    assert net.stack.ingest is not None
+    channel = grpc.aio.insecure_channel(net.stack.ingest.target)
+    stub = ingest_grpc.IngestServiceStub(channel)
+    watcher = await asyncpg.connect(net.direct_dsn)
+
+    def write(timeout: float) -> grpc.aio.UnaryUnaryCall:
+        request = ingest_pb.WriteMemoryRequest(
+            workspace=WORKSPACE, content="the commit window", idempotency_key="window"
+        )
+        return stub.WriteMemory(request, metadata=current_call().metadata(), timeout=timeout)
+
+    try:
+        # Nothing else commits meanwhile: the fixture's notes are embedded, no write is under way.
+        async def embedded() -> bool:
+            return not await watcher.fetchval("SELECT count(*) FROM embed_queue")
+
+        await eventually(embedded, timeout=30, interval=0.1)
+        # The write's COMMIT reaches PostgreSQL, and its answer is lost with the connection.
+        net.db_proxy.die_after(b"COMMIT")
+        with pytest.raises(grpc.aio.AioRpcError) as lost:
+            await write(timeout=2.0)
+        assert net.db_proxy.died_after == 1  # the fault struck the COMMIT, not something before it
+        assert lost.value.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+        # It failed for the client, and yet it was stored: the window is real (the control) ...
+        stored = "SELECT count(*) FROM memories WHERE workspace_id = $1 AND idempotency_key = 'window'"
+        assert await watcher.fetchval(stored, WORKSPACE) == 1
+        # ... and the client's retry with the same key stores nothing more: it is told it was done.
+        retried = await write(timeout=10.0)
+        print(f"first try: {lost.value.code().name}; retry: {ingest_pb.WriteOutcome.Name(retried.outcome)}")
+        assert retried.outcome == ingest_pb.WRITE_OUTCOME_REPLAYED
+        assert await watcher.fetchval(stored, WORKSPACE) == 1
+        versions = "SELECT count(*) FROM memory_versions WHERE memory_id = $1"
+        assert await watcher.fetchval(versions, uuid.UUID(retried.memory.id)) == 1
+    finally:
+        await watcher.close()
+        await channel.close()

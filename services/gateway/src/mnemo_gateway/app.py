@@ -98,7 +98,7 @@ class GatewayApp(GrpcApp):
         check_exposure(self.settings, self.auth)
         self.backends = Backends(self.ingest_target, self.search_target, self.call_timeout_s, self.harvest_target)
         asgi = build_http_app(Operations(self.backends, self.settings.default_workspace), self.settings, self.auth)
-        self._draining = Draining(asgi)
+        self._draining = Draining(asgi, self.settings.max_concurrent_requests)
         config = uvicorn.Config(
             self._draining,
             host=self.settings.host,

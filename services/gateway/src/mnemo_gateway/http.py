@@ -20,7 +20,7 @@ from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError, error_response
 from mnemo_gateway.mcp_tools import build_mcp
 from mnemo_gateway.operations import Operations
-from mnemo_gateway.requests import UNMATCHED_ROUTE, RequestContextMiddleware
+from mnemo_gateway.requests import PROBE_PATHS, UNMATCHED_ROUTE, RequestContextMiddleware
 from mnemo_gateway.rest import build_router
 from mnemo_gateway.settings import GatewaySettings
 from mnemo_gateway.ui import Sessions, WebUI, build_ui_router, static_files
@@ -106,8 +106,6 @@ _HEADER_REFUSALS: dict[int, tuple[grpc.StatusCode, int, str, str]] = {
     ),
 }
 _REFUSED = (grpc.StatusCode.INVALID_ARGUMENT, reasons_pb.ERROR_REASON_UNSPECIFIED, "the request was refused", "")
-# Probes and scrapers call by pod IP; they read nothing.
-_ANY_HOST_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # The services without which the gateway can serve nothing: readiness requires them. Harvest is
 # reported but not required (memory reads and writes work without it).
 REQUIRED_BACKENDS = ("ingest", "search")
@@ -127,7 +125,7 @@ class HostCheck:
         self.check = TransportSecurityMiddleware(settings)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] not in _ANY_HOST_PATHS:
+        if scope["type"] == "http" and scope["path"] not in PROBE_PATHS:
             request = Request(scope)
             is_mcp_post = request.method == "POST" and scope["path"].rstrip("/") == "/mcp"
             refused = await self.check.validate_request(request, is_post=is_mcp_post)

@@ -28,7 +28,9 @@ _MAX_REQUEST_ID = 128
 
 # Paths anyone may read without a token: liveness, readiness, metrics (counts and timings, no content)
 # and the API's own description.
-OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/api/v1/openapi.json", "/api/v1/docs")
+# Probes and scrapers: they read nothing, call by pod IP (any Host), and are never refused as busy.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+OPEN_PATHS = (*sorted(PROBE_PATHS), "/api/v1/openapi.json", "/api/v1/docs")
 
 Authenticator = Callable[[str, str], Awaitable[CallContext]]
 

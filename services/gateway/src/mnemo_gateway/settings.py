@@ -27,6 +27,13 @@ class GatewaySettings:
         "Largest MCP or REST request body accepted.",
         parse_positive_int,
     )
+    max_concurrent_requests: int = setting(
+        "MNEMO_HTTP_MAX_CONCURRENT_REQUESTS",
+        256,
+        "Most HTTP requests waiting for their answer at once; one more is refused at once with 503 (retry with "
+        "backoff). Open MCP event streams and probes (`/healthz`, `/readyz`, `/metrics`) do not count.",
+        parse_positive_int,
+    )
     allowed_hosts: str = setting(
         "MNEMO_HTTP_ALLOWED_HOSTS",
         "",
