@@ -39,6 +39,8 @@ TMP_MOUNT = "/tmp"  # noqa: S108
 SECRET_REF = re.compile(r"<secret ([^/>]+)/([^>]+)>")
 PROBE_INTERVAL_S = 0.25
 """How often a balancer probes its pods' readiness (the manifests say 5 s; the drill has no time to wait)."""
+PRE_STOP_S = 0.5
+"""How long a deleted pod keeps serving, out of the endpoints, before its SIGTERM (Pod.delete)."""
 
 
 def cluster_block() -> str:
@@ -59,9 +61,12 @@ class Pod:
     ports: dict[str, int]
     proc: Proc | None = None
     runs: int = 0
+    terminating: bool = False
+    """terminating: being deleted; out of every Service's endpoints, though still running."""
 
     async def start(self) -> None:
         self.runs += 1
+        self.terminating = False
         self.proc = await spawn(self.command, self.env, self.logs / f"run-{self.runs}")
 
     @property
@@ -73,6 +78,14 @@ class Pod:
         assert self.proc is not None and self.running, f"{self.name} is not running"
         self.proc.process.send_signal(sig)
         return await asyncio.wait_for(self.proc.process.wait(), timeout=60)
+
+    async def delete(self) -> int:
+        """A pod deleted: out of the endpoints first, as Kubernetes removes it while its preStop
+        sleep runs, then SIGTERM once that pause is over; its exit code. Endpoints change at once
+        here, so the pause need not be the manifests' 5 s (meant for a cluster's propagation)."""
+        self.terminating = True
+        await asyncio.sleep(PRE_STOP_S)
+        return await self.kill(signal.SIGTERM)
 
     async def ready(self) -> bool:
         """The container's readinessProbe, as the kubelet runs it."""
@@ -138,7 +151,7 @@ class Balancer:
             await asyncio.sleep(PROBE_INTERVAL_S)
 
     def endpoints(self) -> list[Pod]:
-        return [pod for pod in self.pods if pod.name in self.ready and pod.running]
+        return [pod for pod in self.pods if pod.name in self.ready and pod.running and not pod.terminating]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, target: str | int) -> None:
         task = asyncio.current_task()

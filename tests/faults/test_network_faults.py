@@ -90,6 +90,20 @@ async def timed(http: httpx.AsyncClient, method: str, path: str, **kwargs: objec
     return answer.status_code, time.perf_counter() - started
 
 
+async def answered_again(
+    http: httpx.AsyncClient, ended: float, method: str, path: str, **kwargs: object
+) -> float | None:
+    """Once the fault `ended` (a monotonic time), how many seconds until the call answers 200
+    (tried every 0.25 s for 30 s); None if it never does."""
+    await asyncio.sleep(max(0.0, ended - time.monotonic()))
+    while time.monotonic() - ended < 30:
+        code, _ = await timed(http, method, path, **kwargs)
+        if code == 200:
+            return time.monotonic() - ended
+        await asyncio.sleep(0.25)
+    return None
+
+
 async def test_latency_and_resets_keep_every_call_within_its_deadline(net: Net) -> None:
     async with httpx.AsyncClient(base_url=net.gateway.base_url, timeout=30) as http:
         # Gateway <-> search: +200 ms each way, 1% of chunks reset their connection.
@@ -201,14 +215,7 @@ async def test_keepalive_detects_a_blackhole_and_calls_succeed_again(net: Net) -
         during = [await timed(http, "POST", "/api/v1/search", json=params) for _ in range(2)]
         assert all(code == 504 and t < DEADLINE_S + SLACK_S for code, t in during), during
 
-        await asyncio.sleep(max(0.0, ended - time.monotonic()))
-        recovered = None
-        while time.monotonic() - ended < 30:
-            code, _ = await timed(http, "POST", "/api/v1/search", json=params)
-            if code == 200:
-                recovered = time.monotonic() - ended
-                break
-            await asyncio.sleep(0.25)
+        recovered = await answered_again(http, ended, "POST", "/api/v1/search", json=params)
     print(f"search through the gateway answered again {recovered} s after the blackhole ended")
     assert recovered is not None and recovered < 10.0
     assert net.search_proxy.upstream_connects > connects  # a new connection, not the dead one
@@ -243,15 +250,7 @@ async def test_a_blackhole_between_the_services_and_postgresql_is_noticed(net: N
             for name, channel in probes.items():
                 assert await health_is(channel, name, "NOT_SERVING"), name
                 assert await health_is(channel, "", "SERVING"), name
-            await asyncio.sleep(max(0.0, ended - time.monotonic()))
-
-            recovered = None
-            while time.monotonic() - ended < 30:
-                code, _ = await timed(http, "GET", "/api/v1/memories", params=params)
-                if code == 200:
-                    recovered = time.monotonic() - ended
-                    break
-                await asyncio.sleep(0.25)
+            recovered = await answered_again(http, ended, "GET", "/api/v1/memories", params=params)
             for name, channel in probes.items():
                 await eventually(lambda c=channel, n=name: health_is(c, n, "SERVING"), timeout=10, interval=0.2)
             # No later call lands on a connection that died in the blackhole.
