@@ -12,6 +12,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,12 +117,52 @@ async def kill(up: Up) -> None:
     await up.reader.close()
 
 
-async def test_a_postmaster_killed_under_mnemo_up_is_restarted_and_nothing_is_lost() -> None:
-    root = Path(tempfile.mkdtemp(prefix="mnemo-sup-"))
-    data_dir, pgdata = root / "data", root / "data" / "pg"
-    up: Up | None = None
+@dataclass
+class Site:
+    """A data directory of a drill's own, and every `mnemo up` started on it."""
+
+    root: Path
+    ups: list[Up]
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def pgdata(self) -> Path:
+        return self.root / "data" / "pg"
+
+    async def up(self) -> Up:
+        self.ups.append(up := await start_up(self.data_dir))
+        return up
+
+
+@contextlib.asynccontextmanager
+async def site() -> AsyncIterator[Site]:
+    """A fresh data directory; whatever the drill leaves running on it is killed, then it is removed."""
+    here = Site(Path(tempfile.mkdtemp(prefix="mnemo-sup-")), [])
     try:
-        up = await start_up(data_dir)
+        yield here
+    finally:
+        for up in here.ups:
+            await kill(up)
+        for leftover in server_processes(here.pgdata):
+            with contextlib.suppress(psutil.Error):
+                leftover.kill()
+        shutil.rmtree(here.root, ignore_errors=True)
+
+
+async def assert_stops_clean(up: Up, pgdata: Path) -> None:
+    """SIGTERM: exit 0, and no PostgreSQL process or postmaster.pid left behind."""
+    assert await stop(up) == 0
+    assert not server_processes(pgdata), "PostgreSQL left running after mnemo up stopped"
+    assert not (pgdata / "postmaster.pid").exists()
+
+
+async def test_a_postmaster_killed_under_mnemo_up_is_restarted_and_nothing_is_lost() -> None:
+    async with site() as here:
+        pgdata = here.pgdata
+        up = await here.up()
         async with httpx.AsyncClient(base_url=up.rest, timeout=10) as http:
             assert (await http.post("/workspaces", json={"name": WORKSPACE})).status_code in (200, 201)
         await write(up, "before")
@@ -162,24 +203,13 @@ async def test_a_postmaster_killed_under_mnemo_up_is_restarted_and_nothing_is_lo
         assert up.process.returncode is None
         assert await stored_keys(pgdata) == ["after", "after-slow-recovery", "before"]
 
-        assert await stop(up) == 0
-        assert not server_processes(pgdata), "PostgreSQL left running after mnemo up stopped"
-        assert not (pgdata / "postmaster.pid").exists()
-    finally:
-        if up is not None:
-            await kill(up)
-        for leftover in server_processes(pgdata):
-            with contextlib.suppress(psutil.Error):
-                leftover.kill()
-        shutil.rmtree(root, ignore_errors=True)
+        await assert_stops_clean(up, pgdata)
 
 
 async def test_after_mnemo_up_is_sigkilled_the_next_one_adopts_or_restarts_its_postgres() -> None:
-    root = Path(tempfile.mkdtemp(prefix="mnemo-sup-"))
-    data_dir, pgdata = root / "data", root / "data" / "pg"
-    ups: list[Up] = []
-    try:
-        ups.append(up := await start_up(data_dir))
+    async with site() as here:
+        pgdata = here.pgdata
+        up = await here.up()
         async with httpx.AsyncClient(base_url=up.rest, timeout=10) as http:
             assert (await http.post("/workspaces", json={"name": WORKSPACE})).status_code in (200, 201)
         await write(up, "first")
@@ -190,7 +220,7 @@ async def test_after_mnemo_up_is_sigkilled_the_next_one_adopts_or_restarts_its_p
 
         # The next mnemo up adopts the server left running.
         started = time.perf_counter()
-        ups.append(up := await start_up(data_dir))
+        up = await here.up()
         print(f"\nmnemo up after a SIGKILL, server left running: serving in {time.perf_counter() - started:.2f} s")
         found = up.reader.events("embedded_postgres_found")
         assert found and found[0]["state"] == "adopted", found
@@ -204,7 +234,7 @@ async def test_after_mnemo_up_is_sigkilled_the_next_one_adopts_or_restarts_its_p
         os.kill(dead, signal.SIGKILL)
         assert (pgdata / "postmaster.pid").exists()
         started = time.perf_counter()
-        ups.append(up := await start_up(data_dir))
+        up = await here.up()
         print(f"mnemo up after a SIGKILL of it and its postmaster: serving in {time.perf_counter() - started:.2f} s")
         found = up.reader.events("embedded_postgres_found")
         assert found and found[0]["state"] in ("stale_pid_file", "stopped"), found
@@ -213,62 +243,42 @@ async def test_after_mnemo_up_is_sigkilled_the_next_one_adopts_or_restarts_its_p
         assert await stored_keys(pgdata) == ["first", "second", "third"]
 
         # This one stops its server when asked: nothing left behind.
-        assert await stop(up) == 0
-        assert not server_processes(pgdata), "PostgreSQL left running after mnemo up stopped"
-        assert not (pgdata / "postmaster.pid").exists()
-    finally:
-        for each in ups:
-            await kill(each)
-        for leftover in server_processes(pgdata):
-            with contextlib.suppress(psutil.Error):
-                leftover.kill()
-        shutil.rmtree(root, ignore_errors=True)
+        await assert_stops_clean(up, pgdata)
 
 
 async def test_a_second_mnemo_up_on_the_same_data_directory_refuses_to_start() -> None:
-    root = Path(tempfile.mkdtemp(prefix="mnemo-sup-"))
-    data_dir, pgdata = root / "data", root / "data" / "pg"
-    ups: list[Up] = []
-    second: asyncio.subprocess.Process | None = None
-    try:
-        ups.append(up := await start_up(data_dir))
-        env = clean_env(MNEMO_DATA_DIR=str(data_dir), MNEMO_HTTP_PORT="0", MNEMO_EMBEDDER="hash")
+    async with site() as here:
+        up = await here.up()
+        env = clean_env(MNEMO_DATA_DIR=str(here.data_dir), MNEMO_HTTP_PORT="0", MNEMO_EMBEDDER="hash")
         second = await asyncio.create_subprocess_exec(
             MNEMO, "up", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
         )
-        _, err = await asyncio.wait_for(second.communicate(), timeout=120)
+        try:
+            _, err = await asyncio.wait_for(second.communicate(), timeout=120)
+        finally:
+            if second.returncode is None:
+                second.kill()
+                await second.wait()
         assert second.returncode not in (0, None), err
         assert "another `mnemo up` is running" in err.decode(), err
         # Positive control: the first one still serves, on its own PostgreSQL.
         async with httpx.AsyncClient(base_url=up.rest, timeout=10) as http:
             assert (await http.get("/status")).status_code == 200
-        assert up.process.returncode is None and server_processes(pgdata)
+        assert up.process.returncode is None and server_processes(here.pgdata)
         assert await stop(up) == 0
-    finally:
-        if second is not None and second.returncode is None:
-            second.kill()
-            await second.wait()
-        for each in ups:
-            await kill(each)
-        for leftover in server_processes(pgdata):
-            with contextlib.suppress(psutil.Error):
-                leftover.kill()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_a_postmaster_that_cannot_be_restarted_stops_mnemo_up_with_one_clear_line() -> None:
-    root = Path(tempfile.mkdtemp(prefix="mnemo-sup-"))
-    data_dir, pgdata = root / "data", root / "data" / "pg"
-    up: Up | None = None
-    try:
-        up = await start_up(data_dir)
+    async with site() as here:
+        pgdata = here.pgdata
+        up = await here.up()
         # A setting PostgreSQL refuses at start: every restart fails until an operator fixes it.
         with (pgdata / "postgresql.conf").open("a") as conf:
             conf.write("\nmnemo_drill_not_a_setting = on\n")
         os.kill(postmaster_pid(pgdata), signal.SIGKILL)
         code = await asyncio.wait_for(up.process.wait(), timeout=120)
         await up.reader.close()
-        stderr = (root / "stderr.log").read_text(errors="replace")
+        stderr = (here.root / "stderr.log").read_text(errors="replace")
         lines = [line for line in stderr.splitlines() if "could not be restarted" in line]
         assert code == 1, stderr[-2000:]
         assert len(lines) == 1 and str(pgdata) in lines[0] and "stopping" in lines[0], stderr[-2000:]
@@ -276,10 +286,3 @@ async def test_a_postmaster_that_cannot_be_restarted_stops_mnemo_up_with_one_cle
         # It stopped cleanly: the services drained, nothing of PostgreSQL left running.
         assert up.reader.events("shutdown_requested") and "Traceback" not in stderr
         assert not server_processes(pgdata)
-    finally:
-        if up is not None:
-            await kill(up)
-        for leftover in server_processes(pgdata):
-            with contextlib.suppress(psutil.Error):
-                leftover.kill()
-        shutil.rmtree(root, ignore_errors=True)
