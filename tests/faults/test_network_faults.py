@@ -10,6 +10,7 @@ after it ends; a channel without keepalive stays stuck on its dead connection (t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 import uuid
@@ -33,6 +34,7 @@ from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
 from mnemo_platform import current_call
 from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
 from mnemo_server.stack import Stack, StackConfig
+from mnemo_store import close_pool, open_pool, renew_connections
 from tests.faults.proxy import FaultProxy
 from tests.helpers import Postgres, eventually, health_is, stack_env
 
@@ -333,3 +335,29 @@ async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_w
     finally:
         await watcher.close()
         await channel.close()
+
+
+async def test_a_failed_readiness_probe_renews_the_pools_connections(postgres: Postgres) -> None:
+    dsn = await postgres.create_database("renew")
+    proxy = await FaultProxy(socket_of(postgres.uri)).start()
+    via_proxy = f"postgresql://postgres@127.0.0.1:{proxy.port}{urlsplit(dsn).path}"
+    renewed, kept = await open_pool(via_proxy, 1, 1), await open_pool(via_proxy, 1, 1)
+    try:
+        assert await renewed.fetchval("SELECT 1") == 1 and await kept.fetchval("SELECT 1") == 1
+        # Each pool's one idle connection dies silently; connections made after the blackhole pass.
+        proxy.blackhole(0.5)
+        await asyncio.sleep(0.6)
+        await renew_connections(renewed)
+        assert await renewed.fetchval("SELECT 1", timeout=5) == 1  # a new connection answers
+        # The control: the pool that was not renewed still hands out its dead connection, and the
+        # statement on it waits (a timeout would wait too: asyncpg's cancel goes to the dead server).
+        control = asyncio.ensure_future(kept.fetchval("SELECT 1"))
+        done, _ = await asyncio.wait({control}, timeout=1)
+        assert not done
+        kept.terminate()
+        with contextlib.suppress(asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncio.CancelledError):
+            await control
+    finally:
+        await close_pool(renewed, timeout_s=1)
+        await close_pool(kept, timeout_s=1)
+        await proxy.stop()
