@@ -15,6 +15,7 @@ from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
+from mnemo_search import engine
 from tests.helpers import Clients, Postgres, ids, start_stack, wait_posted
 
 # The poster's transaction lock (sql/0008_lexical_postings.sql, lexical_post): a session holding
@@ -151,3 +152,43 @@ async def test_a_selective_filter_does_not_come_back_short(narrow_clients: Clien
     filtered = await narrow_clients.find(ws, query, mode="lexical", limit=10, filter=keep)
     assert len(filtered.hits) == 10 and set(ids(filtered)) <= tagged
     assert not set(ids(filtered)) & plain
+
+
+async def test_a_widened_filter_ranks_alike_reading_the_scope_or_the_postings(
+    narrow_clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Widened under a filter, the leg reads the filter's chunks when they are fewer than the
+    words' postings (engine.SCOPE_FIRST_RATIO) and checks every posting otherwise: the same
+    results, with the same scores, either way."""
+    ws = (await narrow_clients.workspace()).id
+    rare, common = word(), word()
+    for i in range(5):
+        await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")
+    plain = {(await narrow_clients.write(ws, f"A {common} note {i}.")).id for i in range(30)}
+    # Different term frequencies and lengths, so the scores differ from note to note.
+    tagged = {
+        (
+            await narrow_clients.write(
+                ws, f"A {' '.join([common] * (i % 3 + 1))} note, kept {i}{' and more' * i}.", tags=["keep"]
+            )
+        ).id
+        for i in range(8)
+    }
+    await wait_posted(narrow_clients.stack.dsn)
+    keep = common_pb2.MemoryFilter(tags=["keep"])
+
+    async def ranked() -> list[tuple[str, float]]:
+        hits = (
+            await narrow_clients.find(ws, f"{rare} {common}", mode="lexical", limit=20, filter=keep, explain=True)
+        ).hits
+        return [(hit.memory.id, round(hit.explanation.lexical.score, 9)) for hit in hits]
+
+    # 8 chunks in the filter against 53 postings: the scope is read first.
+    scope_first = await ranked()
+    assert {memory for memory, _ in scope_first} == tagged
+    assert len({score for _, score in scope_first}) > 1
+    # With the ratio at 0 no scope is small enough: every posting is checked against the filter.
+    monkeypatch.setattr(engine, "SCOPE_FIRST_RATIO", 0)
+    postings_first = await ranked()
+    assert postings_first == scope_first
+    assert not {memory for memory, _ in postings_first} & plain
