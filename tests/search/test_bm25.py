@@ -192,3 +192,30 @@ async def test_a_widened_filter_ranks_alike_reading_the_scope_or_the_postings(
     postings_first = await ranked()
     assert postings_first == scope_first
     assert not {memory for memory, _ in postings_first} & plain
+
+
+async def test_a_widened_filter_without_a_tag_checks_the_best_first(narrow_clients: Clients) -> None:
+    """Widened under a filter with no tag, the postings are scored first and the filter checked
+    best first until enough pass: higher-scoring notes outside the filter are skipped, and the
+    best notes inside it come back, all of them."""
+    ws = (await narrow_clients.workspace()).id
+    rare, common = word(), word()
+    for i in range(5):
+        await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")
+    decision = common_pb2.MEMORY_KIND_DECISION
+    # Outside the filter and first by score (four times the word), more of them than the leg keeps
+    # (four times its 30 candidates): a filter applied after the cut would leave nothing.
+    outside = {(await narrow_clients.write(ws, f"{common} {common} {common} {common} {i}.")).id for i in range(130)}
+    best = {
+        (await narrow_clients.write(ws, f"{common} {common} {common}, decided {i}.", kind=decision)).id
+        for i in range(20)
+    }
+    rest = {(await narrow_clients.write(ws, f"A {common} decided, number {i}.", kind=decision)).id for i in range(130)}
+    await wait_posted(narrow_clients.stack.dsn)
+    decisions = common_pb2.MemoryFilter(kinds=[decision])
+    found = ids(await narrow_clients.find(ws, f"{rare} {common}", mode="lexical", limit=20, filter=decisions))
+    assert set(found) == best
+    assert not set(found) & (outside | rest)
+    # Positive control: unfiltered, the notes outside the filter come first.
+    unfiltered = ids(await narrow_clients.find(ws, common, mode="lexical", limit=20))
+    assert set(unfiltered) <= outside and len(unfiltered) == 20
