@@ -219,3 +219,34 @@ async def test_a_widened_filter_without_a_tag_checks_the_best_first(narrow_clien
     # Positive control: unfiltered, the notes outside the filter come first.
     unfiltered = ids(await narrow_clients.find(ws, common, mode="lexical", limit=20))
     assert set(unfiltered) <= outside and len(unfiltered) == 20
+
+
+@pytest.fixture(scope="module")
+async def tight_clients(postgres: Postgres) -> AsyncIterator[Clients]:
+    """A stack whose leg asks for 4 chunks (one candidate a leg) from at most 5 postings."""
+    stack = await start_stack(
+        await postgres.create_database("bm25_tight"),
+        HashEmbedder(64),
+        MNEMO_LEXICAL_CANDIDATES="5",
+        MNEMO_SEARCH_CANDIDATES="1",
+    )
+    clients = Clients(stack)
+    try:
+        yield clients
+    finally:
+        await clients.close()
+        await stack.stop()
+
+
+async def test_a_common_rarest_word_gives_its_best_postings_not_the_first_found(tight_clients: Clients) -> None:
+    ws = (await tight_clients.workspace()).id
+    common = word()
+    early = [(await tight_clients.write(ws, f"A {common} note, written early, number {i}.")).id for i in range(30)]
+    best = (await tight_clients.write(ws, f"{common} {common} {common}.")).id
+    await wait_posted(tight_clients.stack.dsn)
+    # 31 postings against a budget of 5: the best of them are the candidates, and the note written
+    # last (its posting last in the index) is the best.
+    found = ids(await tight_clients.find(ws, common, mode="lexical", limit=1))
+    assert found == [best]
+    # Positive control: asked for 30, the leg keeps 120 candidates, and every early note is found.
+    assert set(ids(await tight_clients.find(ws, "early", mode="lexical", limit=30))) == set(early)

@@ -135,14 +135,20 @@ def lexical_query(
     head = _statistics(scope, params, words)
     scoped = build_scope(scope, params, memory="m", chunk="c")
     any_query = f"websearch_to_tsquery('{TS_CONFIG}', {params.bind(any_words)})"
-    rare = ""
+    rare = budget = ""
+    # In a large workspace a query of common words has a rarest word with tens of thousands of
+    # postings; the candidates are then its best `candidates` (in `candidates`), and only one of the two
+    # ways runs (`overflow`, decided once).
+    overflow = "false"
     if candidates is not None:
+        budget = params.bind(candidates)
+        overflow = f"(SELECT coalesce(min(df), 0) > {budget} FROM w WHERE df > 0)"
         rare = f"""JOIN (
             SELECT lexeme FROM (
                 SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS running,
                        row_number() OVER (ORDER BY df, lexeme) AS r
                 FROM w WHERE df > 0
-            ) x WHERE running <= {params.bind(candidates)} OR r = 1
+            ) x WHERE running <= {budget} OR r = 1
         ) rare USING (lexeme)"""
     # A filtered search keeps only candidates the filter keeps before scoring them: a selective
     # filter then pays two key lookups per posting instead of a probe per query word.
@@ -212,7 +218,19 @@ def lexical_query(
     else:
         posted = f"""
         candidates AS (
-            SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id {kept}
+            SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id
+            {kept} {"AND" if kept else "WHERE"} NOT {overflow}
+            UNION ALL
+            (
+                -- The rarest word alone has more postings than the budget (the rare words are just
+                -- it): its best by its share of the score, not all of them, nor the first found.
+                SELECT p.chunk_id
+                FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id JOIN w ON w.lexeme = t.lexeme
+                CROSS JOIN s {kept} {"AND" if kept else "WHERE"} {overflow}
+                GROUP BY p.chunk_id
+                ORDER BY sum({_bm25("p.tf", "p.len")}) DESC, p.chunk_id
+                LIMIT greatest({budget}, {params.bind(limit * 4)})
+            )
         ),
         posted AS (
             SELECT p.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
