@@ -5,6 +5,7 @@ come back short."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -125,16 +126,23 @@ async def test_a_note_is_found_before_its_postings_and_leaves_before_they_do(has
     assert await lexical(hash_clients, ws, term) == [successor]
 
 
-@pytest.fixture(scope="module")
-async def narrow_clients(postgres: Postgres) -> AsyncIterator[Clients]:
-    """A stack taking candidates from at most 10 postings, so a test corpus can outgrow it."""
-    stack = await start_stack(await postgres.create_database("bm25"), HashEmbedder(64), MNEMO_LEXICAL_CANDIDATES="10")
+@contextlib.asynccontextmanager
+async def stack_clients(postgres: Postgres, database: str, **env: str) -> AsyncIterator[Clients]:
+    """Clients of a stack of its own, on the hash embedder, with `env` for its settings."""
+    stack = await start_stack(await postgres.create_database(database), HashEmbedder(64), **env)
     clients = Clients(stack)
     try:
         yield clients
     finally:
         await clients.close()
         await stack.stop()
+
+
+@pytest.fixture(scope="module")
+async def narrow_clients(postgres: Postgres) -> AsyncIterator[Clients]:
+    """A stack taking candidates from at most 10 postings, so a test corpus can outgrow it."""
+    async with stack_clients(postgres, "bm25", MNEMO_LEXICAL_CANDIDATES="10") as clients:
+        yield clients
 
 
 async def test_a_selective_filter_does_not_come_back_short(narrow_clients: Clients) -> None:
@@ -224,18 +232,10 @@ async def test_a_widened_filter_without_a_tag_checks_the_best_first(narrow_clien
 @pytest.fixture(scope="module")
 async def tight_clients(postgres: Postgres) -> AsyncIterator[Clients]:
     """A stack whose leg asks for 4 chunks (one candidate a leg) from at most 5 postings."""
-    stack = await start_stack(
-        await postgres.create_database("bm25_tight"),
-        HashEmbedder(64),
-        MNEMO_LEXICAL_CANDIDATES="5",
-        MNEMO_SEARCH_CANDIDATES="1",
-    )
-    clients = Clients(stack)
-    try:
+    async with stack_clients(
+        postgres, "bm25_tight", MNEMO_LEXICAL_CANDIDATES="5", MNEMO_SEARCH_CANDIDATES="1"
+    ) as clients:
         yield clients
-    finally:
-        await clients.close()
-        await stack.stop()
 
 
 async def test_a_common_rarest_word_gives_its_best_postings_not_the_first_found(tight_clients: Clients) -> None:
