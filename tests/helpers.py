@@ -182,12 +182,15 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0
         await asyncio.sleep(interval)
 
 
-async def wait_posted(dsn: str) -> None:
-    """Waits until the stack's lexical poster has emptied its queue (the BM25 statistics are in line)."""
+async def wait_posted(dsn: str, embedded: bool = False) -> None:
+    """Waits until the stack's lexical poster has emptied its queue (the BM25 statistics are in line)
+    and, with `embedded`, until no chunk waits for its vector either."""
     conn = await asyncpg.connect(dsn)
     try:
 
         async def empty() -> bool:
+            if embedded and await conn.fetchval("SELECT EXISTS (SELECT 1 FROM embed_queue WHERE NOT failed)"):
+                return False
             return not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM lexical_queue)")
 
         await eventually(empty)

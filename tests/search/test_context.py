@@ -22,7 +22,7 @@ from mnemo_embed.local import LocalEmbedder
 from mnemo_search import context as wake_up
 from mnemo_search.context import one_line
 from mnemo_store import WorkspaceRow
-from tests.helpers import Clients, Postgres, start_stack, table_counts
+from tests.helpers import Clients, Postgres, start_stack, table_counts, wait_posted
 
 # Words used nowhere else in the suite, so that a packet's text can be searched for them.
 OWN, FOREIGN = "wombatfjord", "capybarrow"
@@ -223,6 +223,8 @@ async def test_the_packet_honours_the_workspace_wall(context_clients: Clients, b
 
 
 async def test_the_same_state_gives_the_same_packet(context_clients: Clients, briefing: Briefing) -> None:
+    # The same state: nothing left for the poster or the embedding worker to change between the calls.
+    await wait_posted(context_clients.stack.dsn, embedded=True)
     first = await _context(context_clients, briefing.ws, budget=400)
     second = await _context(context_clients, briefing.ws, budget=400)
     assert first == second and first.text
