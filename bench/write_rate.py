@@ -48,6 +48,8 @@ from bench.common import percentile
 from bench.latency import MNEMO, Spawned, free_port
 from mnemo_cli.commands.imports import BATCH as IMPORT_BATCH
 from mnemo_cli.commands.imports import IN_FLIGHT
+from mnemo_embed.settings import EmbeddingSettings
+from mnemo_platform.settings import load as load_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = REPO_ROOT / "bench" / "data" / "scifact" / "corpus.jsonl"
@@ -72,18 +74,19 @@ def title_of(i: int) -> str:
     return f"note {i}"
 
 
-def raw_model_rate(texts: list[str], count: int, batch_size: int, threads: int) -> dict[str, Any]:
+def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) -> dict[str, Any]:
     """The bundled embedder in this process, as the worker runs it: its batch size, its thread
     count, and the text it embeds (each note's title as context, then the note), on `count` of
     the notes spread evenly over them all (later notes hold a few more word pieces)."""
     from mnemo_embed.chunking import Chunk
     from mnemo_embed.local import LocalEmbedder
 
+    batch_size = settings.batch_size
     step = max(1, len(texts) // count)
     texts = [Chunk(0, title_of(i), texts[i]).embedding_input() for i in range(0, len(texts), step)][:count]
 
     async def run() -> dict[str, Any]:
-        embedder = LocalEmbedder(threads=threads)
+        embedder = LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads)
         embedder.start()
         await embedder.wait_ready()
         await embedder.embed(texts[:batch_size])  # warm-up
@@ -282,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     out = REPO_ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
     texts = notes(args.notes)
-    batch_size = int(os.environ.get("MNEMO_EMBED_BATCH_SIZE", "32"))
-    threads = int(os.environ.get("MNEMO_EMBED_THREADS", "0"))
+    # The worker's own settings, from the environment `mnemo up` is given too.
+    embedding = load_settings(EmbeddingSettings)
 
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-") as data_dir:
         port = free_port()
@@ -311,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                         pass
                     time.sleep(0.2)
                 print("ready; measuring the raw model in this process (server idle) …", flush=True)
-                raw_before = raw_model_rate(texts, args.raw_notes, batch_size, threads)
+                raw_before = raw_model_rate(texts, args.raw_notes, embedding)
                 print(f"  raw model: {raw_before['notes_per_s']:.1f} notes/s", flush=True)
                 for name in ("singles", "import"):
                     client.post(f"{base}/api/v1/workspaces", json={"name": name}).raise_for_status()
@@ -323,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Again once the server is idle: a shared machine's speed drifts over a run, and the
                 # pipeline ran between the two.
                 print("the raw model again (server idle) …", flush=True)
-                raw_after = raw_model_rate(texts, args.raw_notes, batch_size, threads)
+                raw_after = raw_model_rate(texts, args.raw_notes, embedding)
                 print(f"  raw model: {raw_after['notes_per_s']:.1f} notes/s", flush=True)
         except Exception:
             print("\n".join(text for _, text in up.lines[-30:]), file=sys.stderr)
@@ -350,7 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "run_id": uuid.uuid4().hex[:8],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "config": {"notes": len(texts), "batch": args.batch, "embed_batch_size": batch_size, "threads": threads},
+        "config": {
+            "notes": len(texts),
+            "batch": args.batch,
+            "embed_batch_size": embedding.batch_size,
+            "threads": embedding.threads,
+        },
         "raw_model": raw,
         "single_writes": single,
         "import": imported,

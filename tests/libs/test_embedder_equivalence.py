@@ -8,8 +8,10 @@ texts past the 256-token window, which both must truncate the same way.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
+import random
 import shutil
 import sys
 import time
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 
 from mnemo_embed import onnx_graph
-from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder, bundled_model_dir
+from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder, bundled_model_dir, similar_runs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embeddings" / "minilm_reference.json"
 MIN_COSINE = 0.999
@@ -57,13 +59,41 @@ async def test_every_reference_text_embeds_to_the_recorded_vector(embedder: Loca
     assert cosines[worst] >= MIN_COSINE, f"{texts[worst][:60]!r}: cosine {cosines[worst]:.6f}"
 
 
-async def test_a_text_alone_embeds_as_it_does_in_a_padded_batch(embedder: LocalEmbedder, reference: dict) -> None:
-    # Padding must be invisible: the short query is padded to the long text's length in the batch.
+async def test_a_text_alone_embeds_as_it_does_in_a_padded_batch(
+    embedder: LocalEmbedder, reference: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Padding must be invisible: the short query is padded to the long text's length in one run
+    # (left to itself the embedder would give each its own run: similar_runs).
     short, long = "Who is Caroline's mentor?", reference["samples"][-8]["text"]
     alone = (await embedder.embed([short]))[0]
+    monkeypatch.setattr(embedder._backend, "max_padding", float("inf"))
     batched = (await embedder.embed([long, short]))[1]
     assert float(alone @ batched) >= 0.99999
     assert await embedder.embed([]) == []
+
+
+def test_runs_of_similar_length_cover_every_text_once_within_the_padding() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        lengths = sorted((rng.randint(3, 256) for _ in range(rng.randint(1, 70))), reverse=True)
+        most, slack = rng.randint(1, 40), rng.choice([0.0, 0.1, 0.5])
+        runs = similar_runs(lengths, most, slack)
+        assert [i for run in runs for i in run] == list(range(len(lengths)))
+        for run in runs:
+            widths = [lengths[i] for i in run]
+            assert len(widths) <= most
+            # Within the padding, unless the run is a single text.
+            assert len(widths) == 1 or widths[0] * len(widths) <= (1 + slack) * sum(widths)
+        # Each run stops because it is full or the next text would pad it too much.
+        for run, after in itertools.pairwise(runs):
+            grown = [lengths[i] for i in run] + [lengths[after.start]]
+            assert len(grown) > most or grown[0] * len(grown) > (1 + slack) * sum(grown)
+    assert similar_runs([], 32, 0.1) == []
+
+
+def test_texts_of_one_length_share_runs_and_an_outlier_gets_its_own() -> None:
+    assert similar_runs([80] * 70, 32, 0.1) == [range(0, 32), range(32, 64), range(64, 70)]
+    assert similar_runs([169, 100, 99, 98, 97], 32, 0.1) == [range(0, 1), range(1, 5)]
 
 
 async def test_the_graph_is_cached_and_a_second_start_reads_it(embedder: LocalEmbedder, cache_dir: Path) -> None:
