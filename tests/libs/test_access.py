@@ -15,6 +15,7 @@ from mnemo_platform.context import ALL_WORKSPACES, CallContext, reset_call, set_
 from mnemo_store import (
     EVERYWHERE,
     GLOBAL_WORKSPACE,
+    KnownIds,
     Params,
     Reach,
     WorkspaceCache,
@@ -179,3 +180,28 @@ async def test_the_workspace_cache_keeps_no_miss_and_forgets_after_its_ttl(world
         async with world.pool.acquire() as conn:
             deeper, _ = await add_workspace(conn, "/srv/theirs/deeper")
         assert (await resolve_for_read(world.pool, "/srv/theirs/deeper", off)).id == deeper.id
+
+
+async def test_a_write_keeps_workspaces_by_id_only_and_checks_each_caller(world: World) -> None:
+    ids: KnownIds = {}
+    with acting("admin", ALL_WORKSPACES):
+        assert (await resolve_for_write(world.pool, world.theirs.id, ids)).id == world.theirs.id
+        # A name or a path is not kept: what it names can change with a registration.
+        assert (await resolve_for_write(world.pool, "/srv/mine/kept/src", ids)).id == world.mine.id
+    assert list(ids) == [world.theirs.id]
+    # The id is answered from what was kept, even with the database unreachable...
+    async with world.pool.acquire() as conn:
+        await conn.close()
+        assert (await resolve_for_write(conn, world.theirs.id, ids)) == world.theirs
+        with pytest.raises(asyncpg.InterfaceError):  # (positive control: the connection is closed)
+            await resolve_for_write(conn, world.mine.id, ids)
+    # ...and a token bound elsewhere is refused all the same, while the one that reaches it is not.
+    with acting("agent", world.mine.id), pytest.raises(PermissionDenied, match="may not touch workspace"):
+        await resolve_for_write(world.pool, world.theirs.id, ids)
+    with acting("agent", world.theirs.id):
+        assert (await resolve_for_write(world.pool, world.theirs.id, ids)).id == world.theirs.id
+    # A path under a root registered later names the new workspace at once.
+    with acting("admin", ALL_WORKSPACES):
+        async with world.pool.acquire() as conn:
+            kept, _ = await add_workspace(conn, "/srv/mine/kept")
+        assert (await resolve_for_write(world.pool, "/srv/mine/kept/src", ids)).id == kept.id

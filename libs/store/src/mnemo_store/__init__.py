@@ -4,6 +4,7 @@ export/restore as modules: `from mnemo_store import memories`, `imports`, `embed
 
 from mnemo_store.access import (
     EVERYWHERE,
+    KnownIds,
     Reach,
     caller_reach,
     check_access,
@@ -80,6 +81,7 @@ __all__ = [
     "DatabaseSettings",
     "EmbeddedPostgres",
     "EmbeddingSpaceMismatch",
+    "KnownIds",
     "MigrationError",
     "NewProposal",
     "Params",

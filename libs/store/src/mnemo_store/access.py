@@ -30,6 +30,11 @@ from mnemo_store.workspaces import GLOBAL_WORKSPACE, WorkspaceCache, WorkspaceRo
 Conn: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
 
+KnownIds: TypeAlias = dict[str, WorkspaceRow]
+"""Workspaces by id, as resolve_for_write keeps them."""
+MAX_KNOWN_IDS = 10_000
+
+
 @dataclass(frozen=True)
 class Reach:
     """The workspaces a read sees: their ids, or every workspace (`ids` is None, admin only)."""
@@ -141,9 +146,15 @@ def not_registered(ref: str) -> NotFound:
     )
 
 
-async def _resolve(conn: Conn, ref: str, *, write: bool, cache: WorkspaceCache | None = None) -> WorkspaceRow:
+async def _resolve(
+    conn: Conn, ref: str, *, write: bool, cache: WorkspaceCache | None = None, ids: KnownIds | None = None
+) -> WorkspaceRow:
     ref = (ref or "").strip()
-    row = await (find_workspace(conn, ref) if cache is None else cache.find(conn, ref))
+    row = ids.get(ref) if ids is not None else None
+    if row is None:
+        row = await (find_workspace(conn, ref) if cache is None else cache.find(conn, ref))
+        if ids is not None and row is not None and row.id == ref and len(ids) < MAX_KNOWN_IDS:
+            ids[ref] = row
     if row is None:
         if not current_call().all_workspaces:
             raise outside_workspaces(ref)
@@ -160,9 +171,15 @@ async def resolve_for_read(conn: Conn, ref: str, cache: WorkspaceCache | None = 
     return await _resolve(conn, ref, write=False, cache=cache)
 
 
-async def resolve_for_write(conn: Conn, ref: str) -> WorkspaceRow:
-    """The workspace `ref` names, if the caller may write it."""
-    return await _resolve(conn, ref, write=True)
+async def resolve_for_write(conn: Conn, ref: str, ids: KnownIds | None = None) -> WorkspaceRow:
+    """The workspace `ref` names, if the caller may write it.
+
+    With `ids`, a reference that is a workspace's id is looked up once: an id names the same row
+    for good (workspaces are never renamed or deleted), and an id wins over a name, so no later
+    registration can change what it names. A name or a path is looked up every time: a path
+    under a root registered later names the new workspace from then on. Whether the caller may
+    write it is decided on every call."""
+    return await _resolve(conn, ref, write=True, ids=ids)
 
 
 async def resolve_registered(conn: Conn, ref: str) -> WorkspaceRow:

@@ -227,19 +227,31 @@ async def append_audit_events(
     ]
     names = ", ".join(name for name, _ in columns)
     arrays = ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(columns, 1))
+    values: list[Any] = [[row[name] for row in rows] for name, _ in columns]
     # Ids are taken in the order given (WITH ORDINALITY): a chain is walked by id.
-    await conn.execute(
+    insert = (
         f"INSERT INTO audit_events ({names}) SELECT {names} FROM unnest({arrays}) WITH ORDINALITY "
-        f"AS u({names}, n) ORDER BY n",
-        *[[row[name] for row in rows] for name, _ in columns],
+        f"AS u({names}, n) ORDER BY n"
     )
-    if _anchor_key.key is not None:
-        await _advance_anchors(conn, anchors, rows)
+    moved = _advanced_anchors(anchors, rows) if _anchor_key.key is not None else []
+    if moved:
+        # One statement with the anchors' move: a data-modifying WITH runs whether or not it is read.
+        n = len(columns)
+        insert = (
+            f"WITH appended AS ({insert}) "
+            "INSERT INTO audit_anchors (workspace_id, events, head_hash, signature) "
+            f"SELECT * FROM unnest(${n + 1}::text[], ${n + 2}::bigint[], ${n + 3}::text[], ${n + 4}::text[]) "
+            "ON CONFLICT (workspace_id) DO UPDATE SET events = EXCLUDED.events, head_hash = EXCLUDED.head_hash, "
+            "signature = EXCLUDED.signature, updated_at = now()"
+        )
+        values += [list(column) for column in zip(*moved, strict=True)]
+    await conn.execute(insert, *values)
     return hashes
 
 
-async def _advance_anchors(conn: asyncpg.Connection, anchors: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    """Moves each chain's signed anchor to its new head, in the appending transaction.
+def _advanced_anchors(anchors: dict[str, Any], rows: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
+    """Each chain's signed anchor moved to its new head (workspace, events, head, signature), to be
+    written in the appending statement.
 
     An anchor is advanced only from the head it signs: a chain found cut short or rewritten (its
     head not the anchored one, or the anchor not signed by the key) keeps its anchor, so the damage
@@ -251,7 +263,7 @@ async def _advance_anchors(conn: asyncpg.Connection, anchors: dict[str, Any], ro
     for row in rows:
         added[row["workspace_id"]] = added.get(row["workspace_id"], 0) + 1
         heads[row["workspace_id"]] = row["hash"]
-    updates = []
+    updates: list[tuple[str, int, str, str]] = []
     for ws, count in added.items():
         anchor = anchors[ws]
         first_head = rows[next(i for i, r in enumerate(rows) if r["workspace_id"] == ws)]["prev_hash"]
@@ -266,12 +278,7 @@ async def _advance_anchors(conn: asyncpg.Connection, anchors: dict[str, Any], ro
         else:
             events = anchor["events"] + count
         updates.append((ws, events, heads[ws], anchor_signature(ws, events, heads[ws])))
-    await conn.executemany(
-        "INSERT INTO audit_anchors (workspace_id, events, head_hash, signature) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (workspace_id) DO UPDATE SET events = EXCLUDED.events, head_hash = EXCLUDED.head_hash, "
-        "signature = EXCLUDED.signature, updated_at = now()",
-        updates,
-    )
+    return updates
 
 
 @dataclass(frozen=True)

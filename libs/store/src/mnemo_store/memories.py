@@ -242,8 +242,8 @@ async def version_content(conn: asyncpg.Connection, memory_id: uuid.UUID, versio
 
 async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -> dict[uuid.UUID, asyncpg.Record]:
     """Any number of new memories, each with its first version, its first status span and its
-    chunks, in one statement of multi-row inserts (no audit event); returns each as fetch_memory
-    would read it. The chunks' NOTIFY is sent by insert_chunks, the one place chunks are written.
+    chunks (with their queue rows and NOTIFY, as insert_chunks writes them), in one statement of
+    multi-row inserts (no audit event); returns each as fetch_memory would read it.
 
     The statement also takes the audit chain locks of the memories' workspaces (audit.CHAIN_LOCK),
     so the events that follow need no statement of their own to take them.
@@ -279,10 +279,13 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
             INSERT INTO memory_states (memory_id, workspace_id, status, reason, principal, superseded_by,
                                        valid_from, valid_to)
             SELECT id, workspace_id, status, NULL, author, NULL, valid_from, valid_to FROM u
-        )
+        ),
+        -- The chunks read their memory from `memory`: the rows a statement inserts are not yet in
+        -- `memories` for the rest of it (the foreign key is checked at its end).
+        {_chunk_ctes(19, "memory")}
         -- Every new memory has chunks (content is never blank), none embedded yet.
         SELECT memory.*, 'pending' AS embedding_state, version.content
-        FROM memory JOIN version ON version.memory_id = memory.id
+        FROM memory JOIN version ON version.memory_id = memory.id, notified
         """,
         [n.id for n in news],
         [n.workspace_id for n in news],
@@ -303,8 +306,8 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
         [n.trust for n in news],
         [n.content for n in news],
         [n.import_batch for n in news],
+        *_chunk_values([VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news]),
     )
-    await insert_chunks(conn, [VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news])
     return {r["id"]: r for r in rows}
 
 
@@ -440,34 +443,35 @@ class VersionChunks:
     chunks: Sequence[ChunkRow]
 
 
-async def insert_chunks(conn: asyncpg.Connection, versions: Sequence[VersionChunks]) -> None:
-    """The chunks of any number of versions, each with its row in the embedding queue, and a
-    NOTIFY delivered on commit, in one statement.
-
-    Each chunk enters the search indexes (`indexed`) if a default read may return it: read from
-    the memory row, so a memory's row (and the version its chunks belong to) must be written
-    first. The NOTIFY wakes the embedding workers of every ingest replica. Its payload is
-    constant: the workers read the queue, not the message, and PostgreSQL folds identical
-    notifications of one transaction into one, so a batch of writes wakes them once.
-    """
-    rows = [(v, c) for v in versions for c in v.chunks]
+def _chunk_ctes(first: int, memories: str) -> str:
+    """The WITH items inserting chunks (parameters $first to $first+6, as _chunk_values gives them)
+    with their rows in the embedding queue, and `notified`: one row, whose evaluation sends the
+    NOTIFY (channel $first+7) if any chunk was queued. `memories` is the relation their memory rows
+    are read from (`memories`, or a WITH item of the same statement inserting them)."""
     # A missing memory gives `indexed` false here and the foreign key's error, not a silent skip.
-    await conn.execute(
-        f"""
-        WITH inserted AS (
+    return f"""
+        inserted AS (
             INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts, indexed)
             SELECT c.memory_id, c.version, c.workspace_id, c.ordinal, c.context, c.text, c.parts,
                    coalesce({_INDEXED}, false)
-            FROM unnest($1::uuid[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[])
+            FROM unnest(${first}::uuid[], ${first + 1}::int[], ${first + 2}::text[], ${first + 3}::int[],
+                        ${first + 4}::text[], ${first + 5}::text[], ${first + 6}::text[])
                  AS c(memory_id, version, workspace_id, ordinal, context, text, parts)
-            LEFT JOIN memories m ON m.id = c.memory_id
+            LEFT JOIN {memories} m ON m.id = c.memory_id
             RETURNING id
         ),
         queued AS (
             INSERT INTO embed_queue (chunk_id) SELECT id FROM inserted RETURNING 1
+        ),
+        notified AS (
+            SELECT count(pg_notify(${first + 7}, 'chunks')) AS n FROM (SELECT 1 FROM queued LIMIT 1) AS q
         )
-        SELECT pg_notify($8, 'chunks') FROM (SELECT count(*) AS n FROM queued) AS q WHERE q.n > 0
-        """,
+    """
+
+
+def _chunk_values(versions: Sequence[VersionChunks]) -> list[Any]:
+    rows = [(v, c) for v in versions for c in v.chunks]
+    return [
         [v.memory_id for v, _ in rows],
         [v.version for v, _ in rows],
         [v.workspace_id for v, _ in rows],
@@ -476,7 +480,20 @@ async def insert_chunks(conn: asyncpg.Connection, versions: Sequence[VersionChun
         [c.text for _, c in rows],
         [c.parts for _, c in rows],
         EMBED_CHANNEL,
-    )
+    ]
+
+
+async def insert_chunks(conn: asyncpg.Connection, versions: Sequence[VersionChunks]) -> None:
+    """The chunks of any number of versions, each with its row in the embedding queue, and a
+    NOTIFY delivered on commit, in one statement (insert_memories has them in its own).
+
+    Each chunk enters the search indexes (`indexed`) if a default read may return it: read from
+    the memory row, so a memory's row (and the version its chunks belong to) must be written
+    first. The NOTIFY wakes the embedding workers of every ingest replica. Its payload is
+    constant: the workers read the queue, not the message, and PostgreSQL folds identical
+    notifications of one transaction into one, so a batch of writes wakes them once.
+    """
+    await conn.execute(f"WITH {_chunk_ctes(1, 'memories')} SELECT n FROM notified", *_chunk_values(versions))
 
 
 async def delete_chunks(conn: asyncpg.Connection, memory_id: uuid.UUID, version: int) -> None:

@@ -21,6 +21,7 @@ from mnemo_redact import redact, redact_json
 from mnemo_store import (
     VISIBLE_STATUSES,
     AuditEvent,
+    KnownIds,
     WorkspaceRow,
     append_audit_event,
     append_audit_events,
@@ -84,6 +85,8 @@ class Writes:
     def __init__(self, pool: asyncpg.Pool, steps: Steps) -> None:
         self.pool = pool
         self.steps = steps
+        # Workspaces by id, looked up once (resolve_for_write): one statement less per write.
+        self.workspace_ids: KnownIds = {}
 
     async def write(self, ref: str, draft: Draft) -> Written:
         [result] = await self.write_many([(ref, draft)])
@@ -177,7 +180,7 @@ class Writes:
                 continue
             if ref not in places:
                 try:
-                    places[ref] = await resolve_for_write(conn, ref)
+                    places[ref] = await resolve_for_write(conn, ref, self.workspace_ids)
                 except MnemoError as exc:
                     places[ref] = exc
             ws = places[ref]
