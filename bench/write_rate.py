@@ -145,7 +145,7 @@ class BacklogWatch:
     """Polls the status every `every` seconds in a thread: (seconds since start, chunks pending).
     Each poll counts the queue: often enough for the picture, rarely enough to cost the model little."""
 
-    def __init__(self, base: str, every: float = 1.0) -> None:
+    def __init__(self, base: str, every: float = 0.5) -> None:
         self.base, self.every = base, every
         self.samples: list[tuple[float, int]] = []
         self.started = time.perf_counter()
@@ -159,6 +159,18 @@ class BacklogWatch:
                 pending = client.get(f"{self.base}/api/v1/status").json()["chunks_pending"]
                 self.samples.append((time.perf_counter() - self.started, pending))
                 self._stop.wait(self.every)
+
+    def drained_at(self, after: float, timeout: float = 1800) -> float:
+        """The time of the first sample after `after` (seconds since the start) that finds no chunk
+        pending: when the backlog drained, to within one interval. Only this thread polls meanwhile:
+        each poll counts the queue on the cores the model runs on."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            for at, pending in list(self.samples):
+                if at > after and pending == 0:
+                    return at
+            self._stop.wait(0.05)
+        raise RuntimeError("the embedding backlog did not drain")
 
     def stop(self) -> None:
         self._stop.set()
@@ -206,9 +218,7 @@ def batch_import(
     commits = sorted((ended, count) for ended, count, _ in sent)
     wall = commits[-1][0] - began
     checked = [visible for _, _, visible in sent if visible is not None]
-    with httpx.Client(timeout=30) as client:
-        wait_drained(client, base)
-    drained_s = time.perf_counter() - watch.started
+    drained_s = watch.drained_at(commits[-1][0])
     watch.stop()
     return {
         "notes": len(texts),
