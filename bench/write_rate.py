@@ -86,7 +86,7 @@ def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) ->
     texts = [Chunk(0, title_of(i), texts[i]).embedding_input() for i in range(0, len(texts), step)][:count]
 
     async def run() -> dict[str, Any]:
-        embedder = LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads)
+        embedder = LocalEmbedder(batch_size=batch_size, threads=settings.threads)
         embedder.start()
         await embedder.wait_ready()
         await embedder.embed(texts[:batch_size])  # warm-up

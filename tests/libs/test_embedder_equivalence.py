@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from mnemo_embed import onnx_graph
-from mnemo_embed.local import BUNDLED_MODEL_NAME, LocalEmbedder, bundled_model_dir, similar_runs
+from mnemo_embed.local import BUNDLED_MODEL_NAME, MAX_PADDING, LocalEmbedder, bundled_model_dir, similar_runs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embeddings" / "minilm_reference.json"
 MIN_COSINE = 0.999
@@ -70,6 +70,36 @@ async def test_a_text_alone_embeds_as_it_does_in_a_padded_batch(
     batched = (await embedder.embed([long, short]))[1]
     assert float(alone @ batched) >= 0.99999
     assert await embedder.embed([]) == []
+
+
+async def test_a_batch_of_mixed_lengths_runs_in_pieces_of_similar_length(
+    embedder: LocalEmbedder, reference: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = embedder._backend
+    session = backend._session
+    runs: list[tuple[int, list[int]]] = []  # each run's width and its texts' own lengths
+
+    class Recording:
+        def run(self, names: list[str], inputs: dict) -> list:
+            mask = inputs[onnx_graph.ATTENTION_MASK]
+            runs.append((mask.shape[1], mask.sum(axis=1).tolist()))
+            return session.run(names, inputs)
+
+    monkeypatch.setattr(backend, "_session", Recording())
+    texts = [s["text"] for s in reference["samples"]]
+    await embedder.embed(texts)
+    assert sorted(n for _, lengths in runs for n in lengths) == sorted(
+        len(e.ids) for e in backend._tokenizer.encode_batch(texts)
+    )
+    assert len(runs) > -(-len(texts) // embedder.batch_size)  # cut finer than the batch size alone
+    for width, lengths in runs:
+        assert len(lengths) == 1 or width * len(lengths) <= (1 + MAX_PADDING) * sum(lengths)
+    # Positive control: one run per batch pads these texts far past that.
+    runs.clear()
+    monkeypatch.setattr(backend, "max_padding", float("inf"))
+    await embedder.embed(texts)
+    assert len(runs) == -(-len(texts) // embedder.batch_size)
+    assert any(width * len(lengths) > 2 * sum(lengths) for width, lengths in runs)
 
 
 def test_runs_of_similar_length_cover_every_text_once_within_the_padding() -> None:
