@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ async def migrated_pool(postgres: Postgres, embedder: Embedder) -> asyncpg.Pool:
     return await open_pool(dsn)
 
 
-async def insert_note(pool: asyncpg.Pool, text: str) -> tuple[uuid.UUID, list[int]]:
+async def insert_note(pool: asyncpg.Pool, text: str, tags: Sequence[str] = ()) -> tuple[uuid.UUID, list[int]]:
     """A memory in `global` with one chunk, queued, as a write leaves it (through the store's own
     functions, for tests below the services); its id and its chunks' ids."""
     memory_id = uuid.uuid4()
@@ -97,7 +97,7 @@ async def insert_note(pool: asyncpg.Pool, text: str) -> tuple[uuid.UUID, list[in
                     title="Note",
                     content=text,
                     content_hash=hashlib.sha256(text.encode()).hexdigest(),
-                    tags=[],
+                    tags=list(tags),
                     metadata={},
                     source_uri=None,
                     idempotency_key=None,

@@ -17,6 +17,7 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
 from mnemo_search import engine
+from mnemo_store import Scope
 from tests.helpers import Clients, Postgres, ids, start_stack, wait_posted
 
 # The poster's transaction lock (sql/0008_lexical_postings.sql, lexical_post): a session holding
@@ -162,12 +163,13 @@ async def test_a_selective_filter_does_not_come_back_short(narrow_clients: Clien
     assert not set(ids(filtered)) & plain
 
 
-async def test_a_widened_filter_ranks_alike_reading_the_scope_or_the_postings(
+async def test_a_tag_filter_ranks_alike_reading_the_scope_or_the_postings(
     narrow_clients: Clients, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Widened under a filter, the leg reads the filter's chunks when they are fewer than the
-    words' postings (engine.SCOPE_FIRST_RATIO) and checks every posting otherwise: the same
-    results, with the same scores, either way."""
+    """Under a tag filter the leg reads the tag's chunks when they are few enough
+    (engine.SCOPE_FIRST_RATIO and the bound in lexical_query) and then scores every one that holds
+    a query word, in one statement; otherwise it checks the postings against the filter and,
+    short, widens to every posting: the same results, with the same scores, either way."""
     ws = (await narrow_clients.workspace()).id
     rare, common = word(), word()
     for i in range(5):
@@ -184,20 +186,34 @@ async def test_a_widened_filter_ranks_alike_reading_the_scope_or_the_postings(
     }
     await wait_posted(narrow_clients.stack.dsn)
     keep = common_pb2.MemoryFilter(tags=["keep"])
+    statements: list[int | None] = []
+    match = engine.SearchEngine._lexical_match
+
+    async def counted(
+        self: engine.SearchEngine, scope: Scope, terms: list[str], limit: int, candidates: int | None
+    ) -> tuple[list[engine.LegHit], bool, bool]:
+        statements.append(candidates)  # None when widened
+        return await match(self, scope, terms, limit, candidates)
+
+    monkeypatch.setattr(engine.SearchEngine, "_lexical_match", counted)
 
     async def ranked() -> list[tuple[str, float]]:
+        statements.clear()
         hits = (
             await narrow_clients.find(ws, f"{rare} {common}", mode="lexical", limit=20, filter=keep, explain=True)
         ).hits
         return [(hit.memory.id, round(hit.explanation.lexical.score, 9)) for hit in hits]
 
-    # 8 chunks in the filter against 53 postings: the scope is read first.
+    # 8 chunks in the filter against 53 postings: the scope is read first, and is all there is.
     scope_first = await ranked()
     assert {memory for memory, _ in scope_first} == tagged
     assert len({score for _, score in scope_first}) > 1
-    # With the ratio at 0 no scope is small enough: every posting is checked against the filter.
+    assert statements == [10]
+    # With the ratio at 0 no scope is small enough: the rarest word's postings are checked against
+    # the filter, none passes, and the leg widens to every posting.
     monkeypatch.setattr(engine, "SCOPE_FIRST_RATIO", 0)
     postings_first = await ranked()
+    assert statements == [10, None]
     assert postings_first == scope_first
     assert not {memory for memory, _ in postings_first} & plain
 

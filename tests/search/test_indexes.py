@@ -4,11 +4,16 @@ reach those through the partial indexes on what is not `indexed`, and answer."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import UTC, datetime
 
 import asyncpg
+import numpy as np
+import pytest
 
 from mnemo_embed import HashEmbedder
+from mnemo_search import engine
 from mnemo_search.engine import lexical_query, semantic_query
 from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue
 from tests.helpers import Postgres, insert_note, migrated_pool
@@ -62,5 +67,70 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
                 # Every mode answers, index or not.
                 assert len(await conn.fetch(lexical[0], *lexical[1])) == 40, name
                 assert len(await conn.fetch(semantic[0], *semantic[1])) == 30, name
+    finally:
+        await pool.close()
+
+
+async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_index(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a tag filter the semantic leg computes every distance of the tag's memories when they
+    are at most engine.SEMANTIC_EXACT_MAX (an exact answer, no graph walked), and walks the HNSW
+    index otherwise; both give the tag's nearest notes, and nothing untagged."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    try:
+        texts = [f"harbour log {i}: the keeper saw {i % 7} ships and {i % 5} gulls" for i in range(300)]
+        tagged: set[uuid.UUID] = set()
+        for i, text in enumerate(texts):
+            memory_id, _ = await insert_note(pool, text, tags=["rare"] if i % 25 == 0 else ["common"])
+            if i % 25 == 0:
+                tagged.add(memory_id)
+        claimed = await embed_queue.claim(pool, len(texts), 300)
+        vectors = await embedder.embed([r["text"] for r in claimed])
+        pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
+        assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == len(texts)
+        await pool.execute("VACUUM ANALYZE")
+        query_vector = (await embedder.embed(["the keeper saw 3 ships"]))[0]
+        # The tag's 12 notes' similarities to the query, as computed here, best first.
+        rows = await pool.fetch(
+            "SELECT v.embedding FROM chunk_vectors v WHERE v.memory_id = ANY($1::uuid[])", list(tagged)
+        )
+        expected = sorted((float(np.dot(r["embedding"].to_numpy(), query_vector)) for r in rows), reverse=True)
+        scope = Scope(reach=Reach((GLOBAL_WORKSPACE,)), tags=["rare"])
+
+        async def run(*disabled: str) -> tuple[list[asyncpg.Record], dict[str, int]]:
+            """The rows, and how often each of the two ways ran: `exact` (the tag's vectors) and
+            `index` (the HNSW walk), each under its one-time filter on `small`."""
+            sql, values = semantic_query(scope, query_vector, 10)
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                for setting in disabled:
+                    await conn.execute(f"SET LOCAL {setting} = off")
+                plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values))
+                ran = {"exact": 0, "index": 0}
+                nodes = [plan[0]["Plan"]]
+                while nodes:
+                    node = nodes.pop()
+                    nodes += node.get("Plans", [])
+                    gate = node.get("One-Time Filter", "")
+                    if "InitPlan" in gate:
+                        way = "index" if gate.startswith("(NOT") else "exact"
+                        ran[way] += node["Plans"][0]["Actual Loops"]
+                        if way == "index" and node["Plans"][0]["Actual Loops"]:
+                            ran["walked"] = "chunk_vectors_embedding" in json.dumps(node)
+                return await conn.fetch(sql, *values), ran
+
+        found, ran = await run()
+        assert {r["memory_id"] for r in found} == tagged
+        assert sorted((r["score"] for r in found), reverse=True) == pytest.approx(expected)
+        assert ran == {"exact": 1, "index": 0}, ran
+        # Positive control: with the bound below the tag's 12 memories the index is walked (only
+        # it is left to the planner, as in a large workspace), and finds the same notes.
+        monkeypatch.setattr(engine, "SEMANTIC_EXACT_MAX", 5)
+        found, ran = await run("enable_seqscan", "enable_bitmapscan", "enable_sort")
+        assert ran == {"exact": 0, "index": 1, "walked": True}, ran
+        assert {r["memory_id"] for r in found} == tagged
     finally:
         await pool.close()

@@ -121,7 +121,8 @@ def lexical_query(
     """The lexical leg's statement and its values: chunks scored by BM25 over `words`, best first.
 
     Each row also says how many of the query's lexemes the chunk holds (`matched`) and how many
-    there are (`wanted`); when nothing matches, one row with no chunk says `wanted`.
+    there are (`wanted`), and whether the chunks scored were all those in scope (`exhaustive`);
+    when nothing matches, one row with no chunk says `wanted` and `exhaustive`.
 
     Candidates come from the postings of the rarest query lexemes, while their document
     frequencies add up to at most `candidates` (None: every posting of every lexeme), and each is
@@ -129,7 +130,8 @@ def lexical_query(
     from their tsvector. History and as-of reads also read chunks the indexes leave out (not
     `indexed`): of those, the first `match_cap` the read may return that match any word
     (`any_words`, websearch_to_tsquery text) are scored from their tsvectors, with the same
-    statistics.
+    statistics. Under a tag filter whose memories are few, their chunks are the candidates instead,
+    all of them (`exhaustive`: widening would find no more).
     """
     params = Params()
     head = _statistics(scope, params, words)
@@ -165,18 +167,24 @@ def lexical_query(
         else ""
     )
     scope_first = ""
-    if candidates is None and scope.filtered and scope.tags and scope.as_of is None:
-        # Widened under a filter, every posting of every word is a candidate, and each would be
-        # checked against the filter. A tag filter's memories come from its index instead: when
-        # they are fewer than SCOPE_FIRST_RATIO times those postings, their chunks are read, once,
-        # and the postings matched against them in a hash, with no lookup per posting (measured
-        # at 100k notes: the widened statement p50 26 -> 6 ms). Which side is smaller is found by
-        # reading the tag's memories up to that bound (`small`; no chunk is read), and only one
-        # way runs. Without a tag, finding the filter's memories would take a scan (a kind
-        # filter's widened statement: 72 -> 100 ms), so the postings are scored and the filter
-        # checked best first (below).
+    if scope.tags and scope.as_of is None:
+        # Under a filter, the postings found would each be checked against it. A tag filter's
+        # memories come from its index instead: when they are few (below), their chunks are read,
+        # once, and the postings matched against them in a hash, with no lookup per posting; every
+        # chunk in scope that holds a query word is then scored, so the leg need not widen
+        # (`exhaustive`). Measured at 100k notes: the widened statement p50 26 -> 6 ms. Which side
+        # is smaller is found by reading the tag's memories up to the bound (`small`; no chunk is
+        # read), and only one way runs. The bound: at most SCOPE_FIRST_RATIO times the words'
+        # postings and SCOPE_FIRST_MAX, and, when candidates are bounded, at most the memories
+        # below which the candidates would hold fewer than `limit` of the tag's in expectation
+        # (the leg would then widen). Without a tag, finding the filter's memories would take a
+        # scan (a kind filter's widened statement: 72 -> 100 ms), so the postings are scored and
+        # the filter checked best first (below).
         memories = build_scope(scope, params, memory="m")
-        bound = f"(SELECT least(coalesce(sum(df), 0) * {SCOPE_FIRST_RATIO}, {SCOPE_FIRST_MAX}) FROM w)"
+        expected = "" if candidates is None else f", (SELECT n FROM s) * {params.bind(limit)} / {budget}"
+        bound = f"""floor(least(
+            (SELECT coalesce(sum(df), 0) FROM w) * {SCOPE_FIRST_RATIO}, {SCOPE_FIRST_MAX}{expected}
+        ))::bigint"""
         scope_first = f"""
         kept_memories AS MATERIALIZED (
             SELECT m.id, m.version FROM {memories.source} WHERE {memories.where} LIMIT {bound} + 1
@@ -192,6 +200,7 @@ def lexical_query(
             JOIN w ON w.lexeme = t.lexeme CROSS JOIN s
             GROUP BY p.chunk_id
         ),"""
+    gate = "NOT (SELECT yes FROM small)" if scope_first else "true"
     scoped_postings = " UNION ALL SELECT * FROM scoped_postings" if scope_first else ""
     unindexed = outside = ""
     if not scope.indexed_only:
@@ -214,26 +223,25 @@ def lexical_query(
         # scored in one pass. The filter is then checked best first, only until enough chunks pass
         # it (below), not for every posting before scoring. Measured at 100k notes, with the same
         # results: a kind filter's widened statement p50 100 -> 23 ms, an as-of one 253 -> 20 ms.
-        gate = "WHERE NOT (SELECT yes FROM small)" if scope_first else ""
         posted = f"""
         posted AS (
             SELECT p.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
             FROM terms t JOIN lexical_postings p ON p.term_id = t.id JOIN w ON w.lexeme = t.lexeme CROSS JOIN s
-            {gate}
+            WHERE {gate}
             GROUP BY p.chunk_id
         ),"""
     else:
         posted = f"""
         candidates AS (
             SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id
-            {kept} {"AND" if kept else "WHERE"} NOT {overflow}
+            {kept} {"AND" if kept else "WHERE"} NOT {overflow} AND {gate}
             UNION ALL
             (
                 -- The rarest word alone has more postings than the budget (the rare words are just
                 -- it): its best by its share of the score, not all of them, nor the first found.
                 SELECT p.chunk_id
                 FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id JOIN w ON w.lexeme = t.lexeme
-                CROSS JOIN s {kept} {"AND" if kept else "WHERE"} {overflow}
+                CROSS JOIN s {kept} {"AND" if kept else "WHERE"} {overflow} AND {gate}
                 GROUP BY p.chunk_id
                 ORDER BY sum({_bm25("p.tf", "p.len")}) DESC, p.chunk_id
                 LIMIT greatest({budget}, {params.bind(limit * 4)})
@@ -260,7 +268,7 @@ def lexical_query(
         ){unindexed},
         scored AS (SELECT * FROM posted UNION ALL SELECT * FROM fresh{outside}{scoped_postings})"""
     # Postings outlive a chunk's leaving the indexes until the poster runs: the predicate decides.
-    if lazy:
+    if lazy or scope_first:
         # Each chunk in score order is checked against the predicate by its own lookups (LATERAL),
         # so the checks stop once `limit * 4` have passed.
         best = f"""
@@ -280,10 +288,11 @@ def lexical_query(
             ORDER BY x.score DESC, x.chunk_id
             LIMIT {params.bind(limit * 4)}"""
     # One row at least, so `wanted` comes back when nothing matched (memory_id NULL then).
+    exhaustive = "(SELECT yes FROM small)" if scope_first else "false"
     sql = f"""
         WITH {head},
         {chunk_scores}
-        SELECT r.*, n.wanted FROM (SELECT count(*) AS wanted FROM q) n
+        SELECT r.*, n.wanted, n.exhaustive FROM (SELECT count(*) AS wanted, {exhaustive} AS exhaustive FROM q) n
         LEFT JOIN LATERAL ({best}) r ON true
     """
     return sql, params.values
@@ -320,23 +329,52 @@ def session_settings(settings: SearchSettings) -> dict[str, str]:
 LEXICAL_SESSION = {"plan_cache_mode": "force_generic_plan"}
 
 
+# The semantic leg under a tag filter computes every distance of the tag's memories instead of
+# walking the HNSW graph when they are at most this many (semantic_query).
+SEMANTIC_EXACT_MAX = 20_000
+
+
 def semantic_query(scope: Scope, vector: object, limit: int) -> tuple[str, list[object]]:
     """The semantic leg's statement and its values: the chunks' vectors nearest `vector`.
 
     A default read reads only indexed vectors (the scope says so), which the partial HNSW index
     holds. History and as-of reads read the indexed vectors through that index too, and scan
     only the vectors it leaves out (older versions, hidden statuses), nearest first of each.
+    Under a tag filter that keeps at most SEMANTIC_EXACT_MAX memories, every vector of those
+    memories is compared instead, and no index is walked.
     """
     params = Params()
     bound_vector = params.bind(vector)
     scoped = build_scope(scope, params, memory="m", chunk="v")
     rows = params.bind(limit * 3)
+    head = gate = ""
+    if scope.tags:
+        # The HNSW scan applies the filter to what it walks: a tag 1 % of the notes hold makes it
+        # walk about a hundred times the graph it walks unfiltered for the same 30 chunks (129 of
+        # the 172 ms of a hybrid search at 1M notes). The tag's memories come from its index
+        # instead, up to the bound: when they are within it (`small`) their vectors' distances are
+        # all computed, an exact answer, else the index is walked as usual; only one way runs.
+        memories = build_scope(scope, params, memory="m")
+        bound = params.bind(SEMANTIC_EXACT_MAX)
+        indexed = " AND v.indexed" if scope.indexed_only else ""
+        head = f"""WITH kept AS MATERIALIZED (
+            SELECT m.id, m.version FROM {memories.source} WHERE {memories.where} LIMIT {bound} + 1
+        ),
+        small AS MATERIALIZED (SELECT count(*) <= {bound} AS yes FROM kept)
+        """
+        gate = " AND NOT (SELECT yes FROM small)"
+        exact = f"""
+            SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
+            FROM kept k JOIN chunk_vectors v ON v.memory_id = k.id AND v.version = k.version{indexed}
+            WHERE (SELECT yes FROM small)
+            ORDER BY distance
+            LIMIT {rows}"""
 
     def nearest(extra: str) -> str:
         return f"""
             SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
             FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
-            WHERE {scoped.where}{extra}
+            WHERE {scoped.where}{extra}{gate}
             ORDER BY v.embedding <=> {bound_vector}
             LIMIT {rows}"""
 
@@ -347,7 +385,9 @@ def semantic_query(scope: Scope, vector: object, limit: int) -> tuple[str, list[
             SELECT * FROM (({nearest(" AND v.indexed")}) UNION ALL ({nearest(" AND NOT v.indexed")})) x
             ORDER BY distance
             LIMIT {rows}"""
-    sql = f"SELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
+    if gate:
+        body = f"({exact}) UNION ALL ({body})"
+    sql = f"{head}SELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
     return sql, params.values
 
 
@@ -438,26 +478,27 @@ class SearchEngine:
 
     async def _lexical_match(
         self, scope: Scope, terms: list[str], limit: int, candidates: int | None
-    ) -> tuple[list[LegHit], bool]:
-        """The leg's best chunks, and whether it relaxed: the query has words and no chunk found
-        holds every one of them."""
+    ) -> tuple[list[LegHit], bool, bool]:
+        """The leg's best chunks, whether it relaxed (the query has words and no chunk found
+        holds every one of them), and whether every chunk in scope holding a query word was
+        scored (a small tag's chunks, read first), so widening would find no more."""
         sql, values = lexical_statement(scope, terms, limit, candidates, self.settings)
         rows = await self.lexical_pool.fetch(sql, *values)
         found = [row for row in rows if row["memory_id"] is not None]
         relaxed = rows[0]["wanted"] > 0 and not any(row["matched"] >= row["wanted"] for row in found)
-        return _best_per_memory(found, limit), relaxed
+        return _best_per_memory(found, limit), relaxed, rows[0]["exhaustive"]
 
     async def lexical_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
         terms = literal_terms(text)
         if not terms:
             return LegResult()
         with tracer.start_as_current_span("mnemo.search.lexical"):
-            hits, relaxed = await self._lexical_match(scope, terms, limit, self.settings.lexical_candidates)
-            if len(hits) < limit and scope.filtered:
+            hits, relaxed, exhaustive = await self._lexical_match(scope, terms, limit, self.settings.lexical_candidates)
+            if len(hits) < limit and scope.filtered and not exhaustive:
                 # The rarest words' postings held too few notes the filter keeps: widen to every
                 # posting of every word, so a selective filter does not come back short.
                 with tracer.start_as_current_span("mnemo.search.lexical_widened"):
-                    hits, relaxed = await self._lexical_match(scope, terms, limit, None)
+                    hits, relaxed, _ = await self._lexical_match(scope, terms, limit, None)
             return LegResult(hits, relaxed=relaxed)
 
     async def semantic_leg(self, scope: Scope, text: str, limit: int) -> LegResult:
