@@ -5,6 +5,7 @@ reach those through the partial indexes on what is not `indexed`, and answer."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 
@@ -132,5 +133,36 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
         found, ran = await run("enable_seqscan", "enable_bitmapscan", "enable_sort")
         assert ran == {"exact": 0, "index": 1, "walked": True}, ran
         assert {r["memory_id"] for r in found} == tagged
+    finally:
+        await pool.close()
+
+
+async def test_candidates_probe_each_word_s_postings_by_key(postgres: Postgres) -> None:
+    """The lexical statement scores its candidates by probing each query word's postings at
+    (term, chunk), never by reading every posting of the words: at 1M notes a generic plan, which
+    cannot know how many postings the words hold, hashed them all (320,916 postings, 85 ms). Here
+    the planner is steered towards that join (nested loops and table scans off), as those
+    estimates steered it."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    try:
+        for i in range(60):
+            await insert_note(pool, f"harbour {i} keeper" + (" lighthouse" if i % 10 == 0 else ""))
+        assert await pool.fetchval("SELECT lexical_post(10000)") == 60
+        await pool.execute("VACUUM ANALYZE")
+        reach = Reach((GLOBAL_WORKSPACE,))
+        sql, values = lexical_query(Scope(reach=reach), "lighthouse harbour keeper", '"lighthouse"', 10, 1000, 1000)
+        async with pool.acquire() as conn, conn.transaction():
+            for setting in ("enable_nestloop", "enable_seqscan"):
+                await conn.execute(f"SET LOCAL {setting} = off")
+            plan = await _plan(conn, sql, values)
+            found = await conn.fetch(sql, *values)
+        # A postings scan whose key is a candidate's chunk: a probe, run once per candidate.
+        probes = [line for line in plan.splitlines() if re.search(r"Index Cond: .*\bchunk_id = \w+\.chunk_id\b", line)]
+        assert len(probes) == 1, plan
+        # Positive control: the six lighthouse notes first, each scored on all three words.
+        assert [r["matched"] for r in found[:7]] == [3] * 6 + [2], found
+        assert len({r["memory_id"] for r in found[:6]}) == 6
     finally:
         await pool.close()

@@ -159,8 +159,13 @@ def lexical_query(
     # notes: p50 18.6 -> 7.0 ms, p95 206 -> 16 ms; the rarest word's best postings, when it alone
     # exceeds the budget, are then taken before the check, which changed 3 of 60 top-30 lists).
     lazy = candidates is None or scope.as_of is not None
-    # Otherwise a filtered search keeps only candidates the filter keeps before scoring them: a
-    # selective filter then pays two key lookups per posting instead of a probe per query word.
+    # Otherwise a filtered search keeps only the rare words' postings the filter keeps before
+    # scoring them (at most `candidates` postings, two key lookups each): a selective filter then
+    # pays those instead of a probe per query word. When the rarest word alone exceeds the budget,
+    # its best postings are taken first and the filter checked on the scored chunks best first:
+    # checking each of its postings (tens of thousands at 1M notes) cost more than the rest of the
+    # statement (measured at 1M notes, kind filter: p50 37.6 -> 15.7 ms in-process; 8 of 60
+    # top-30 lists changed, all still full).
     kept = (
         f"JOIN chunks c ON c.id = p.chunk_id JOIN {scoped.source} ON m.id = c.memory_id WHERE {scoped.where}"
         if scope.filtered and not lazy
@@ -241,18 +246,25 @@ def lexical_query(
                 -- it): its best by its share of the score, not all of them, nor the first found.
                 SELECT p.chunk_id
                 FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id JOIN w ON w.lexeme = t.lexeme
-                CROSS JOIN s {kept} {"AND" if kept else "WHERE"} {overflow} AND {gate}
+                CROSS JOIN s WHERE {overflow} AND {gate}
                 GROUP BY p.chunk_id
                 ORDER BY sum({_bm25("p.tf", "p.len")}) DESC, p.chunk_id
                 LIMIT greatest({budget}, {params.bind(limit * 4)})
             )
         ),
         posted AS (
-            SELECT p.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
-            FROM candidates c CROSS JOIN terms t
-            JOIN lexical_postings p ON p.term_id = t.id AND p.chunk_id = c.chunk_id
-            JOIN w ON w.lexeme = t.lexeme CROSS JOIN s
-            GROUP BY p.chunk_id
+            -- Each candidate probes each word's postings by key (LATERAL; OFFSET 0 keeps the
+            -- planner from flattening it into a join): a generic plan, which cannot know how many
+            -- postings the words hold, made the probes a hash join reading all of them (320,916
+            -- postings at 1M notes, 85 of a statement's 144 ms).
+            SELECT c.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
+            FROM candidates c CROSS JOIN LATERAL (
+                SELECT t.lexeme, p.tf, p.len FROM terms t
+                JOIN lexical_postings p ON p.term_id = t.id AND p.chunk_id = c.chunk_id
+                OFFSET 0
+            ) p
+            JOIN w ON w.lexeme = p.lexeme CROSS JOIN s
+            GROUP BY c.chunk_id
         ),"""
     chunk_scores = f"""{scope_first}{posted}
         queued AS (
@@ -268,25 +280,17 @@ def lexical_query(
         ){unindexed},
         scored AS (SELECT * FROM posted UNION ALL SELECT * FROM fresh{outside}{scoped_postings})"""
     # Postings outlive a chunk's leaving the indexes until the poster runs: the predicate decides.
-    if lazy or scope_first:
-        # Each chunk in score order is checked against the predicate by its own lookups (LATERAL),
-        # so the checks stop once `limit * 4` have passed.
-        best = f"""
-            SELECT y.memory_id, x.chunk_id, x.score, x.matched
-            FROM (SELECT * FROM scored ORDER BY score DESC, chunk_id) x
-            CROSS JOIN LATERAL (
-                SELECT c.memory_id FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
-                WHERE c.id = x.chunk_id AND {scoped.where}
-            ) y
-            ORDER BY x.score DESC, x.chunk_id
-            LIMIT {params.bind(limit * 4)}"""
-    else:
-        best = f"""
-            SELECT c.memory_id, x.chunk_id, x.score, x.matched
-            FROM scored x JOIN chunks c ON c.id = x.chunk_id JOIN {scoped.source} ON m.id = c.memory_id
-            WHERE {scoped.where}
-            ORDER BY x.score DESC, x.chunk_id
-            LIMIT {params.bind(limit * 4)}"""
+    # Each chunk in score order is checked against it by its own lookups (LATERAL), so the checks
+    # stop once `limit * 4` have passed.
+    best = f"""
+        SELECT y.memory_id, x.chunk_id, x.score, x.matched
+        FROM (SELECT * FROM scored ORDER BY score DESC, chunk_id) x
+        CROSS JOIN LATERAL (
+            SELECT c.memory_id FROM chunks c JOIN {scoped.source} ON m.id = c.memory_id
+            WHERE c.id = x.chunk_id AND {scoped.where}
+        ) y
+        ORDER BY x.score DESC, x.chunk_id
+        LIMIT {params.bind(limit * 4)}"""
     # One row at least, so `wanted` comes back when nothing matched (memory_id NULL then).
     exhaustive = "(SELECT yes FROM small)" if scope_first else "false"
     sql = f"""
