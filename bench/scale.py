@@ -587,7 +587,8 @@ async def scope_counts(pool: Any, as_of: datetime) -> dict[str, int]:
 async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: Any) -> dict[str, str]:
     """EXPLAIN (ANALYZE, BUFFERS) of each leg's statements as the engine builds and runs them for
     `text`: the lexical leg's BM25 statement, its widened statement when the engine would send it
-    (a filtered search whose candidates left too few), and the semantic leg's.
+    (a filtered search whose candidates left too few, unless they were all in scope), and the
+    semantic leg's.
 
     The one place that knows the engine's statement builders (mnemo_search.engine): when their
     signatures change, only this function changes."""
@@ -608,7 +609,8 @@ async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: 
             sql, values = lexical_statement(scope, terms, depth, settings.lexical_candidates, settings)
             plans["lexical"] = await explain(conn, sql, values)
             rows = await conn.fetch(sql, *values, timeout=LONG_S)
-            if scope.filtered and len({r["memory_id"] for r in rows if r["memory_id"] is not None}) < depth:
+            found = {r["memory_id"] for r in rows if r["memory_id"] is not None}
+            if scope.filtered and not rows[0]["exhaustive"] and len(found) < depth:
                 sql, values = lexical_statement(scope, terms, depth, None, settings)
                 plans["lexical_widened"] = await explain(conn, sql, values)
         sql, values = semantic_query(scope, vector, depth)

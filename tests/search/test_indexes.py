@@ -137,12 +137,14 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
         await pool.close()
 
 
-async def test_candidates_probe_each_word_s_postings_by_key(postgres: Postgres) -> None:
+async def test_candidates_probe_the_postings_by_key_when_the_words_hold_many(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The lexical statement scores its candidates by probing each query word's postings at
-    (term, chunk), never by reading every posting of the words: at 1M notes a generic plan, which
-    cannot know how many postings the words hold, hashed them all (320,916 postings, 85 ms). Here
-    the planner is steered towards that join (nested loops and table scans off), as those
-    estimates steered it."""
+    (term, chunk) when the words hold many postings per probe (engine.PROBE_RATIO), and by reading
+    them all otherwise: at 1M notes a generic plan, which cannot know how many postings the words
+    hold, hashed them all (320,916 postings, 85 ms). Here the planner is steered towards that
+    join (nested loops and table scans off), as those estimates steered it; both ways score alike."""
     embedder = HashEmbedder(64)
     embedder.start()
     pool = await migrated_pool(postgres, embedder)
@@ -152,17 +154,36 @@ async def test_candidates_probe_each_word_s_postings_by_key(postgres: Postgres) 
         assert await pool.fetchval("SELECT lexical_post(10000)") == 60
         await pool.execute("VACUUM ANALYZE")
         reach = Reach((GLOBAL_WORKSPACE,))
-        sql, values = lexical_query(Scope(reach=reach), "lighthouse harbour keeper", '"lighthouse"', 10, 1000, 1000)
-        async with pool.acquire() as conn, conn.transaction():
-            for setting in ("enable_nestloop", "enable_seqscan"):
-                await conn.execute(f"SET LOCAL {setting} = off")
-            plan = await _plan(conn, sql, values)
-            found = await conn.fetch(sql, *values)
-        # A postings scan whose key is a candidate's chunk: a probe, run once per candidate.
-        probes = [line for line in plan.splitlines() if re.search(r"Index Cond: .*\bchunk_id = \w+\.chunk_id\b", line)]
-        assert len(probes) == 1, plan
-        # Positive control: the six lighthouse notes first, each scored on all three words.
-        assert [r["matched"] for r in found[:7]] == [3] * 6 + [2], found
-        assert len({r["memory_id"] for r in found[:6]}) == 6
+
+        async def run() -> tuple[int, list[asyncpg.Record]]:
+            """How many postings scans are keyed by a candidate's chunk (probes), and the rows."""
+            sql, values = lexical_query(Scope(reach=reach), "lighthouse harbour keeper", '"lighthouse"', 10, 2, 1000)
+            async with pool.acquire() as conn, conn.transaction():
+                for setting in ("enable_nestloop", "enable_seqscan"):
+                    await conn.execute(f"SET LOCAL {setting} = off")
+                plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values))
+                found = await conn.fetch(sql, *values)
+            probes, nodes = 0, [plan[0]["Plan"]]
+            while nodes:
+                node = nodes.pop()
+                nodes += node.get("Plans", [])
+                keyed = re.search(r"\bchunk_id = \w+\.chunk_id\b", node.get("Index Cond", ""))
+                if node.get("Index Name", "").startswith("lexical_postings") and keyed and node["Actual Loops"]:
+                    probes += 1
+            return probes, found
+
+        # 60 + 60 + 6 postings against 3 words' probes for each of at most 2 candidates (the cap;
+        # the rarest word alone exceeds it, so its best are taken, as many as the leg asks): many.
+        probes, by_key = await run()
+        assert probes == 1
+        # Positive control: with the ratio raised, the postings are read and hashed instead.
+        monkeypatch.setattr(engine, "PROBE_RATIO", 1000)
+        probes, hashed = await run()
+        assert probes == 0
+        # Either way: the rarest word's six notes, each scored on all three words, alike.
+        assert [r["matched"] for r in by_key] == [3] * 6
+        assert [(r["chunk_id"], round(r["score"], 9)) for r in by_key] == [
+            (r["chunk_id"], round(r["score"], 9)) for r in hashed
+        ]
     finally:
         await pool.close()
