@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +282,16 @@ async def readiness(channel: grpc.aio.Channel, service: str) -> str:
 
 async def health_is(channel: grpc.aio.Channel, service: str, status: str) -> bool:
     return await readiness(channel, service) == status
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value, keys included (lists and tuples alike)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)

@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from mnemo_embed import HashEmbedder
 from tests.corpora.redact import Planted, planted_secrets
 from tests.harvest import opencode_fixtures as oc
 from tests.harvest.formats import Call, Say, Script, opencode_session, write_claude, write_codex, write_pi
-from tests.helpers import Clients, Postgres, start_stack
+from tests.helpers import Clients, Postgres, start_stack, strings
 
 FORMATS = ("claude-code", "codex", "opencode-db", "opencode-json", "pi")
 LOCATIONS = ("title", "user", "assistant", "tool-input", "tool-args", "tool-output", "decision")
@@ -156,19 +156,6 @@ def secret_grams(secret: str, references: list[str]) -> set[str]:
     others = same if len(same) >= 2 else references
     random = [any(r[i] != char for r in others if len(r) > i) for i, char in enumerate(secret)]
     return {secret[i : i + GRAM] for i in range(len(secret) - GRAM + 1) if sum(random[i : i + GRAM]) >= RANDOM_MIN}
-
-
-def strings(value: Any) -> Iterator[str]:
-    """Every string in a JSON-like value, keys included."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from strings(item)
 
 
 @dataclass(frozen=True)

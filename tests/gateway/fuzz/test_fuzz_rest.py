@@ -47,7 +47,7 @@ from tests.gateway.fuzz.strategies import (
     short,
     start_fuzz_stack,
 )
-from tests.helpers import Postgres
+from tests.helpers import Postgres, strings
 
 # Every operation of the OpenAPI document; a route added without joining this list fails the first test.
 ROUTES = [
@@ -164,17 +164,6 @@ async def test_every_route_in_the_openapi_document_is_fuzzed(openapi: dict[str, 
 REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
 
 
-def _strings(value: object) -> list[str]:
-    """Every string in a request's values (nested lists and dicts included)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for key, item in value.items() for s in _strings(key) + _strings(item)]
-    if isinstance(value, list | tuple):
-        return [s for item in value for s in _strings(item)]
-    return []
-
-
 def assert_answer(status: int, content_type: str, body: bytes, log: list[dict[str, Any]], sent: object = None) -> None:
     """No error logged and below 500; a 4xx is the one JSON error shape and leaks nothing. What
     the request itself `sent` may come back quoted in the message ("got '.py'") and is no leak."""
@@ -185,7 +174,7 @@ def assert_answer(status: int, content_type: str, body: bytes, log: list[dict[st
     if status < 400:
         return
     unquoted = text
-    for echoed in sorted(_strings(sent), key=len, reverse=True):
+    for echoed in sorted(strings(sent), key=len, reverse=True):
         if echoed:
             unquoted = unquoted.replace(json.dumps(echoed)[1:-1], "")
     assert not LEAKS.search(unquoted), text[:500]

@@ -94,6 +94,19 @@ def _bm25(tf: str, length: str) -> str:
     return f"w.idf * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / s.avglen))"
 
 
+def _within(scope: Scope, params: Params, bound: str) -> str:
+    """Two WITH items: `kept_memories`, the memories the scope keeps (id and version, read through
+    the filter's own index), at most `bound` + 1 of them, and `small`, whether they are within
+    `bound`. A leg reads them first when `small` and goes its usual way otherwise: only one way
+    runs, and deciding reads no more than the bound."""
+    memories = build_scope(scope, params, memory="m")
+    return f"""
+        kept_memories AS MATERIALIZED (
+            SELECT m.id, m.version FROM {memories.source} WHERE {memories.where} LIMIT {bound} + 1
+        ),
+        small AS MATERIALIZED (SELECT count(*) <= {bound} AS yes FROM kept_memories)"""
+
+
 def _statistics(scope: Scope, params: Params, words: str) -> str:
     """The CTEs every lexical statement starts with: the query's lexemes (`q`), their terms in the
     workspaces read (`terms`), those workspaces' sizes (`s`) and each lexeme's df and idf (`w`).
@@ -157,10 +170,10 @@ def lexical_query(
                 FROM w WHERE df > 0
             ) x WHERE running <= {budget} OR r = 1
         ) rare USING (lexeme)"""
-    # Whether the predicate is checked on the scored chunks best first, only until enough pass
-    # (`best` below), rather than on every candidate before scoring: widened, where every
-    # posting is a candidate, and as of a time, where a check reads versions and status spans and
-    # costs more than scoring (measured at 100k notes, the lexical statement as of half the
+    # Whether the predicate is checked only on the scored chunks best first, until enough pass
+    # (`best` below, which every statement has), and not also on the candidates before scoring:
+    # widened, where every posting is a candidate, and as of a time, where a check reads versions
+    # and status spans and costs more than scoring (measured at 100k notes, the lexical statement as of half the
     # notes: p50 18.6 -> 7.0 ms, p95 206 -> 16 ms; the rarest word's best postings, when it alone
     # exceeds the budget, are then taken before the check, which changed 3 of 60 top-30 lists).
     lazy = candidates is None or scope.as_of is not None
@@ -190,16 +203,11 @@ def lexical_query(
         # (the leg would then widen). Without a tag, finding the filter's memories would take a
         # scan (a kind filter's widened statement: 72 -> 100 ms), so the postings are scored and
         # the filter checked best first (below).
-        memories = build_scope(scope, params, memory="m")
         expected = "" if candidates is None else f", (SELECT n FROM s) * {params.bind(limit)} / {budget}"
         bound = f"""floor(least(
             (SELECT coalesce(sum(df), 0) FROM w) * {SCOPE_FIRST_RATIO}, {SCOPE_FIRST_MAX}{expected}
         ))::bigint"""
-        scope_first = f"""
-        kept_memories AS MATERIALIZED (
-            SELECT m.id, m.version FROM {memories.source} WHERE {memories.where} LIMIT {bound} + 1
-        ),
-        small AS MATERIALIZED (SELECT count(*) <= {bound} AS yes FROM kept_memories),
+        scope_first = f"""{_within(scope, params, bound)},
         kept_chunks AS MATERIALIZED (
             SELECT c.id FROM kept_memories k JOIN chunks c ON c.memory_id = k.id AND c.version = k.version
             WHERE (SELECT yes FROM small)
@@ -376,18 +384,12 @@ def semantic_query(scope: Scope, vector: object, limit: int) -> tuple[str, list[
         # the 172 ms of a hybrid search at 1M notes). The tag's memories come from its index
         # instead, up to the bound: when they are within it (`small`) their vectors' distances are
         # all computed, an exact answer, else the index is walked as usual; only one way runs.
-        memories = build_scope(scope, params, memory="m")
-        bound = params.bind(SEMANTIC_EXACT_MAX)
         indexed = " AND v.indexed" if scope.indexed_only else ""
-        head = f"""WITH kept AS MATERIALIZED (
-            SELECT m.id, m.version FROM {memories.source} WHERE {memories.where} LIMIT {bound} + 1
-        ),
-        small AS MATERIALIZED (SELECT count(*) <= {bound} AS yes FROM kept)
-        """
+        head = f"WITH {_within(scope, params, params.bind(SEMANTIC_EXACT_MAX))}\n"
         gate = " AND NOT (SELECT yes FROM small)"
         exact = f"""
             SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
-            FROM kept k JOIN chunk_vectors v ON v.memory_id = k.id AND v.version = k.version{indexed}
+            FROM kept_memories k JOIN chunk_vectors v ON v.memory_id = k.id AND v.version = k.version{indexed}
             WHERE (SELECT yes FROM small)
             ORDER BY distance
             LIMIT {rows}"""
