@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -30,6 +31,9 @@ from mnemo_server.stack import Stack, StackConfig
 from mnemo_store import GLOBAL_WORKSPACE, open_pool, prepare_database
 from mnemo_store import memories as db
 from mnemo_store.settings import DatabaseSettings
+
+# What an error answer must never show: a traceback, a source file, a path of this machine.
+LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 
 
 class Postgres:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -18,13 +17,22 @@ from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_embed import HashEmbedder
 from mnemo_platform import reason_name
 from mnemo_server.stack import Stack
-from tests.helpers import MCP_HEADERS, MCP_TOOLS, Clients, Postgres, mcp_url, start_stack, table_counts, tool_json
+from tests.helpers import (
+    LEAKS,
+    MCP_HEADERS,
+    MCP_TOOLS,
+    Clients,
+    Postgres,
+    mcp_url,
+    start_stack,
+    table_counts,
+    tool_json,
+)
 
 API = "/api/v1"
 # Every reason an error body may name: the ErrorReason names of errors.proto.
 REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
-LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 
 
 def assert_clear_error(response: httpx.Response, status: int, fragment: str = "") -> dict[str, Any]:

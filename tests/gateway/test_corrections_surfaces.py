@@ -18,13 +18,12 @@ from mcp.client.client import Client
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_platform import reason_name
 from mnemo_server.stack import Stack
-from tests.helpers import MCP_TOOLS, Clients, mcp_url, table_counts, tool_json
+from tests.helpers import LEAKS, MCP_TOOLS, Clients, mcp_url, table_counts, tool_json
 
 API = "/api/v1"
 # Every reason an error body may name: the ErrorReason names of errors.proto.
 REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
 # What must never reach a caller: a Python trace, a source file, the installation's paths.
-LEAKS = re.compile(r"Traceback|File \"|site-packages|\.py\b|/work/|/usr/lib|/root/")
 MISSING = str(uuid.UUID(int=7))
 LABEL = re.compile(r"^\[(\w+) · ([\w ]+) (\w+) · (\d{4}-\d{2}-\d{2}) · by (\S+) in (\S+)\]$")
 CORRECTION_TOOLS = {"memory_supersede", "memory_retract", "memory_delete", "memory_history"}

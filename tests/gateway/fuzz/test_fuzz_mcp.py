@@ -16,7 +16,6 @@ from mnemo_server.stack import Stack
 from tests.gateway.fuzz.strategies import (
     FRESH,
     FUZZ_SETTINGS,
-    LEAKS,
     MIB,
     WS,
     arguments,
@@ -32,7 +31,7 @@ from tests.gateway.fuzz.strategies import (
     short,
     uses,
 )
-from tests.helpers import MCP_HEADERS, MCP_TOOLS, mcp_client
+from tests.helpers import LEAKS, MCP_HEADERS, MCP_TOOLS, mcp_client
 
 EXAMPLES = 40
 MAX_BODY = 4 * MIB  # MNEMO_HTTP_MAX_BODY_BYTES' default

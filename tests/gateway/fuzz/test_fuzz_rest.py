@@ -30,7 +30,6 @@ from tests.gateway.fuzz.strategies import (
     HOSTILE_INT,
     HOSTILE_TEXT,
     ID_VALUES,
-    LEAKS,
     ODD,
     SHORT_HOSTILE_TEXT,
     WS,
@@ -47,7 +46,7 @@ from tests.gateway.fuzz.strategies import (
     short,
     start_fuzz_stack,
 )
-from tests.helpers import Postgres, strings
+from tests.helpers import LEAKS, Postgres, strings
 
 # Every operation of the OpenAPI document; a route added without joining this list fails the first test.
 ROUTES = [
@@ -162,10 +161,12 @@ async def test_every_route_in_the_openapi_document_is_fuzzed(openapi: dict[str, 
 
 # Every reason an error body may name: the ErrorReason names of errors.proto.
 REASONS = frozenset(reason_name(v) for v in reasons_pb.ErrorReason.values())
+# A stretch of an error message in quotes: 'single', or "double" as the JSON body escapes them.
+QUOTED = re.compile(r"'([^'\n]+)'|\\\"(.+?)\\\"")
 
 
 def assert_answer(status: int, content_type: str, body: bytes, log: list[dict[str, Any]], sent: object = None) -> None:
-    """No error logged and below 500; a 4xx is the one JSON error shape and leaks nothing. What
+    """No error logged and below 500; a 4xx is the one JSON error shape and leaks nothing. A value
     the request itself `sent` may come back quoted in the message ("got '.py'") and is no leak."""
     text = body.decode("utf-8", "replace")
     errors = logged_errors(log)
@@ -173,16 +174,32 @@ def assert_answer(status: int, content_type: str, body: bytes, log: list[dict[st
     assert not errors, errors
     if status < 400:
         return
-    unquoted = text
-    for echoed in sorted(strings(sent), key=len, reverse=True):
-        if echoed:
-            unquoted = unquoted.replace(json.dumps(echoed)[1:-1], "")
+    echoes = [form for value in strings(sent) for form in (value, json.dumps(value)[1:-1], repr(value)[1:-1])]
+    # A quoted stretch of the message (single quotes, or double quotes escaped in the JSON body)
+    # found within a value the request sent is that value quoted back, maybe cut or stripped; a
+    # stretch the request did not send is still searched.
+    unquoted = QUOTED.sub(lambda m: "" if any((m.group(1) or m.group(2)) in e for e in echoes) else m.group(0), text)
     assert not LEAKS.search(unquoted), text[:500]
     assert content_type.startswith("application/json"), (status, content_type, text[:300])
     error = json.loads(body)["error"]
     assert isinstance(error["code"], str) and error["code"], error
     assert error["reason"] in REASONS, error
     assert isinstance(error["message"], str) and len(error["message"]) > 5, error
+
+
+def test_a_leak_is_caught_unless_the_request_itself_sent_those_words() -> None:
+    """The leak check and its one allowance, judged without a server: a message quoting what the
+    request sent passes; the same words the request did not send fail."""
+    reason = reason_name(reasons_pb.ErrorReason.values()[1])
+    body = json.dumps({"error": {"code": "INVALID_ARGUMENT", "reason": reason, "message": "bad path: got 'x.py'"}})
+    assert_answer(400, "application/json", body.encode(), [], {"path": "x.py"})
+    # Cut, as a message quotes the first characters of a long value.
+    assert_answer(400, "application/json", body.encode(), [], {"path": "x.py and more"})
+    with pytest.raises(AssertionError):
+        assert_answer(400, "application/json", body.encode(), [], {"path": "y"})
+    traced = body.replace("bad path", 'File "/work/main/app.py", line 3')
+    with pytest.raises(AssertionError):
+        assert_answer(400, "application/json", traced.encode(), [], {"path": "x.py"})
 
 
 # -- schemathesis ----------------------------------------------------------------------------------------------
