@@ -57,6 +57,8 @@ DEFAULT_BASE = 20_000
 MODES = ("hybrid", "lexical", "semantic")
 FILTERS = ("none", "tag", "kind", "workspace", "as_of")
 LIMIT = 10
+# Status calls timed per size (GET /api/v1/status of the large workspace).
+STATUS_CALLS = 9
 BIG_WORKSPACE = "scale"
 SMALL_WORKSPACE = "scale-small"
 # The selective tag (on about `--tag-share` of the notes) and the moderately selective kind.
@@ -385,6 +387,21 @@ def run_queries(base_url: str, bodies: Sequence[Mapping[str, Any]]) -> list[tupl
                 continue
             answer = response.json()
             out.append((elapsed, len(answer["results"]), len(answer["degraded"])))
+    return out
+
+
+def time_status(base_url: str, workspace: str, calls: int) -> list[float]:
+    """`GET /api/v1/status` of `workspace`, `calls` times in turn: client-observed ms of each. Its
+    counts read every memory and vector in reach, so it grows with the workspace."""
+    out = []
+    with httpx.Client(base_url=base_url, timeout=120) as client:
+        for _ in range(calls):
+            started = time.perf_counter()
+            response = client.get("/api/v1/status", params={"workspace": workspace})
+            elapsed = (time.perf_counter() - started) * 1000
+            if response.status_code >= 400:
+                raise BenchError(f"status failed: HTTP {response.status_code}: {response.text[:200]}")
+            out.append(elapsed)
     return out
 
 
@@ -826,6 +843,7 @@ class Run:
         started = time.perf_counter()
         answers = await self.in_client(run_queries, self.stack.base_url, [body for *_, body in timed])
         search_s = time.perf_counter() - started
+        status_ms = await self.in_client(time_status, self.stack.base_url, BIG_WORKSPACE, STATUS_CALLS)
         cells: dict[str, dict[str, Any]] = {mode: {} for mode in MODES}
         for f in FILTERS:
             for mode in MODES:
@@ -838,6 +856,7 @@ class Run:
             "scope_counts": counts,
             "search_s": round(search_s, 1),
             "cells": cells,
+            "status_p50_ms": round(percentile(status_ms, 50), 1),
             "explain": explain,
         }
 
@@ -1029,6 +1048,7 @@ def print_size(entry: Mapping[str, Any]) -> None:
                 f"  {f:<10} {counts[f]:>9,}  {mode:<9} {cell['p50_ms']:8.1f} {cell['p95_ms']:8.1f} "
                 f"{cell['p99_ms']:8.1f}  {short:>5}  {cell['degraded']:>8}  {cell['errors']:>6}"
             )
+    print(f"  GET /api/v1/status of the large workspace: p50 {entry['status_p50_ms']:.1f} ms ({STATUS_CALLS} calls)")
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:

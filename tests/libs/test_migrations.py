@@ -296,6 +296,17 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace="old"))
         assert (status.chunks_pending, status.chunks_failed, status.chunks_embedded) == (0, 1, 5)
         assert status.last_error == "boom"
+        # The count is of both kinds of vector, each read from its own partial index: those a
+        # search may return and those of older versions and hidden memories, of which there are some.
+        conn = await asyncpg.connect(dsn)
+        try:
+            kinds = await conn.fetchrow(
+                "SELECT count(*) FILTER (WHERE indexed) AS shown, count(*) FILTER (WHERE NOT indexed) AS hidden "
+                "FROM chunk_vectors WHERE workspace_id = 'old'"
+            )
+        finally:
+            await conn.close()
+        assert kinds["shown"] > 0 and kinds["hidden"] > 0 and kinds["shown"] + kinds["hidden"] == 5
     finally:
         await clients.close()
         await stack.stop()
