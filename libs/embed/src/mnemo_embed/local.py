@@ -72,6 +72,10 @@ class _Backend(Protocol):
     def encode(self, texts: list[str]) -> np.ndarray: ...
 
 
+# Threads of the query session (_OnnxBackend): one, whatever MNEMO_EMBED_THREADS gives the batches.
+QUERY_THREADS = 1
+
+
 def _session_options(threads: int, spinning: bool) -> Any:
     import onnxruntime
 
@@ -89,11 +93,16 @@ class _OnnxBackend:
     behind a worker's batch: both run at once.
 
     A batch runs on threads that spin while they wait for each other, which is what its
-    throughput wants. A single text (a query) runs on threads that sleep instead: it runs beside
-    PostgreSQL's statements and the event loop on a small machine, where spinning threads take the
-    core the others need. Measured at 100k notes through the gateway (A/B, 2 cores): hybrid p50
-    25.1 -> 20.3 ms and 32.0 -> 24.9 ms in two runs, kind filter 33.8 -> 27.0 and 41.5 -> 33.5 ms;
-    alone, a query costs about 0.5 ms more.
+    throughput wants. A single text (a query) runs on one thread that sleeps when it waits: it runs
+    beside PostgreSQL's statements and the event loop on a small machine, where spinning threads
+    take the core the others need. Measured at 100k notes through the gateway (A/B, 2 cores):
+    sleeping instead of spinning, hybrid p50 25.1 -> 20.3 ms and 32.0 -> 24.9 ms in two runs, kind
+    filter 33.8 -> 27.0 and 41.5 -> 33.5 ms. A query's few word pieces keep a second thread mostly
+    waiting: alone, a 12-piece query took 5.2-5.4 ms on one thread and 6.3-6.6 ms on two, 22 pieces
+    9.6-9.9 and 9.5-10.4 ms (128 pieces: 43 against 33-41 ms). At 1M notes, one thread against two,
+    interleaved in one stack through the gateway (120 queries a cell): hybrid p50 40.4 -> 40.1 ms
+    (p95 83 -> 73), under a kind filter 63.1 -> 61.9 (p95 591 -> 486), in a 500-note workspace
+    26.8 -> 25.2; the semantic leg alone 24.1 -> 23.4 ms. The same or faster, on half the CPU.
     """
 
     name = "onnxruntime"
@@ -113,7 +122,9 @@ class _OnnxBackend:
             log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
             graph = onnx_graph.cached_graph(path, cached, rebuild=True)
             self._session = onnxruntime.InferenceSession(graph, _session_options(threads, True), providers=providers)
-        self._query_session = onnxruntime.InferenceSession(graph, _session_options(threads, False), providers=providers)
+        self._query_session = onnxruntime.InferenceSession(
+            graph, _session_options(QUERY_THREADS, False), providers=providers
+        )
         if cached is not None:
             onnx_graph.evict_stale(cached)
         self._batch_size = batch_size

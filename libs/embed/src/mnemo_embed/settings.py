@@ -62,7 +62,8 @@ class EmbeddingSettings:
     threads: int = setting(
         "MNEMO_EMBED_THREADS",
         0,
-        "CPU threads the `local` model's onnxruntime session computes with (0: one per core).",
+        "CPU threads the `local` model's onnxruntime session computes batches with (0: one per core); "
+        "a query is embedded on one thread of its own.",
         parse_non_negative_int,
     )
     cache_dir: str = setting(
