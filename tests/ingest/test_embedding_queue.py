@@ -15,7 +15,7 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder, OpenAIEmbedder
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
-from mnemo_store import open_pool
+from mnemo_store import embed_queue, open_pool
 from tests.helpers import Clients, Postgres, eventually, ids, start_stack
 
 
@@ -284,6 +284,55 @@ async def test_storing_a_vector_never_writes_the_chunk_row(postgres: Postgres) -
         assert rewritten["xmin"] != inserted["xmin"]
     finally:
         gated.gate.set()
+        await conn.close()
+        await clients.close()
+        await stack.stop()
+
+
+async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection can end after the server ran a claim and before its answer came back (a fault
+    drill's pg_terminate_backend storm did so): the worker cannot name the chunks it leased, so it
+    hands them back by the claim's lease at its next drain, where they sat leased, unseen, for the
+    whole lease (300 s)."""
+    lost: list[uuid.UUID | None] = []
+    real_claim = embed_queue.claim
+
+    async def answer_lost_once(
+        pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None
+    ) -> list[asyncpg.Record]:
+        rows = await real_claim(pool, limit, lease_s, lease)
+        if rows and not lost:
+            lost.append(lease)
+            raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+        return rows
+
+    monkeypatch.setattr(embed_queue, "claim", answer_lost_once)
+    dsn = await postgres.create_database()
+    stack = await start_stack(dsn, HashEmbedder(64))
+    clients = Clients(stack)
+    conn = await asyncpg.connect(dsn)
+    try:
+        ws = await clients.workspace()
+        await clients.write(ws.id, "a note whose first claim never answered")
+
+        async def claim_lost() -> bool:
+            return bool(lost)
+
+        await eventually(claim_lost, timeout=15)
+        # The lost claim did lease the chunk, under its lease (the fault is real, not a claim that never ran).
+        assert lost[0] is not None
+
+        async def embedded() -> bool:
+            status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
+            return status.chunks_embedded == 1 and status.chunks_pending == 0
+
+        await eventually(embedded, timeout=30, interval=0.2)
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
+        assert status.chunks_failed == 0 and len(lost) == 1
+        assert await conn.fetchval("SELECT count(*) FROM embed_queue") == 0
+    finally:
         await conn.close()
         await clients.close()
         await stack.stop()

@@ -22,6 +22,7 @@ transaction holds is tried again a little later (store_vectors says which).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from pgvector import Vector
 
 # Due rows, oldest first; rows another worker is claiming right now are skipped, not waited for.
 _CLAIM = """
-UPDATE embed_queue q SET embed_after = now() + make_interval(secs => $2)
+UPDATE embed_queue q SET embed_after = now() + make_interval(secs => $2), lease = $3
 FROM chunks c
 WHERE q.chunk_id IN (
     SELECT chunk_id FROM embed_queue
@@ -47,6 +48,13 @@ _RELEASE = """
 UPDATE embed_queue SET embed_after = now()
 WHERE chunk_id IN (
     SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[]) AND NOT failed FOR UPDATE SKIP LOCKED
+)
+"""
+
+_RELEASE_LEASES = """
+UPDATE embed_queue SET embed_after = now(), lease = NULL
+WHERE chunk_id IN (
+    SELECT chunk_id FROM embed_queue WHERE lease = ANY($1::uuid[]) AND NOT failed FOR UPDATE SKIP LOCKED
 )
 """
 
@@ -108,9 +116,16 @@ WHERE v.memory_id = $1 AND c.id = v.chunk_id AND v.indexed <> c.indexed
 """SYNC_VECTOR_FLAGS brings the vectors' copy of `indexed` in line with the chunks of memory $1."""
 
 
-async def claim(pool: asyncpg.Pool, limit: int, lease_s: float) -> list[asyncpg.Record]:
-    """Leases up to `limit` due chunks for `lease_s` seconds: their ids, contexts and texts."""
-    return await pool.fetch(_CLAIM, limit, lease_s)
+async def claim(pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None) -> list[asyncpg.Record]:
+    """Leases up to `limit` due chunks for `lease_s` seconds, marked with `lease` when given
+    (release_leases): their ids, contexts and texts."""
+    return await pool.fetch(_CLAIM, limit, lease_s, lease)
+
+
+async def release_leases(pool: asyncpg.Pool, leases: Sequence[uuid.UUID]) -> None:
+    """Makes the chunks claims `leases` took due again at once: a claim whose answer was lost
+    cannot name its chunks, only its lease."""
+    await pool.execute(_RELEASE_LEASES, list(leases))
 
 
 async def release(pool: asyncpg.Pool, chunk_ids: Sequence[int]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from typing import Any
 
 import asyncpg
@@ -72,6 +73,8 @@ class EmbeddingWorkers:
         self._outage_delay = 0.0
         # Leased chunks whose release failed (the database was what broke): released at the next drain.
         self._owed: set[int] = set()
+        # Leases of claims whose answer never came (_claim): what they took is handed back by lease.
+        self._owed_leases: set[uuid.UUID] = set()
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._listen(), name="embed-listen"))
@@ -189,7 +192,15 @@ class EmbeddingWorkers:
         return taken
 
     async def _claim(self) -> list[asyncpg.Record]:
-        return await embed_queue.claim(self.pool, self.batch_size, self.settings.embed_lease_s)
+        lease = uuid.uuid4()
+        try:
+            return await embed_queue.claim(self.pool, self.batch_size, self.settings.embed_lease_s, lease)
+        except BaseException:
+            # The server may have run the claim and its answer been lost (the connection ended
+            # mid-statement): its chunks are handed back by their lease at the next drain, not left
+            # leased and unseen for the whole lease (a fault drill waited out 60 s for one such chunk).
+            self._owed_leases.add(lease)
+            raise
 
     async def _release(self, rows: list[asyncpg.Record]) -> None:
         """Hands leased chunks back; if the database cannot take them now (it is what failed), they
@@ -205,6 +216,10 @@ class EmbeddingWorkers:
             owed = list(self._owed)
             await embed_queue.release(self.pool, owed)
             self._owed.difference_update(owed)
+        if self._owed_leases:
+            leases = list(self._owed_leases)
+            await embed_queue.release_leases(self.pool, leases)
+            self._owed_leases.difference_update(leases)
 
     async def _embed(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, Any]]:
         """The batch's vectors, outside any transaction; failures are recorded, the rest returned.
