@@ -172,7 +172,31 @@ async def test_postgres_killed_under_load_loses_nothing_and_never_answers_intern
             status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws))
             return status.chunks_embedded == WRITERS * WRITES_EACH and status.chunks_pending == 0
 
-        await eventually(all_embedded, timeout=60, interval=0.5)
+        try:
+            await eventually(all_embedded, timeout=60, interval=0.5)
+        except AssertionError:
+            # What the chunks were left as, so a failure says which path lost one.
+            status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws))
+            conn = await asyncpg.connect(dsn)
+            try:
+                queue = [dict(r) for r in await conn.fetch("SELECT q.*, now() AS now FROM embed_queue q")]
+                missing = await conn.fetch(
+                    "SELECT c.id, c.indexed, m.status, m.deleted_at FROM chunks c "
+                    "JOIN memories m ON m.id = c.memory_id WHERE c.workspace_id = $1 "
+                    "AND NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)",
+                    ws,
+                )
+                counts = await conn.fetchrow(
+                    "SELECT count(*) AS vectors, count(*) FILTER (WHERE indexed) AS shown "
+                    "FROM chunk_vectors WHERE workspace_id = $1",
+                    ws,
+                )
+            finally:
+                await conn.close()
+            raise AssertionError(
+                f"not every chunk embedded: status {status}, queue {queue}, "
+                f"chunks without a vector {[dict(r) for r in missing]}, vectors {dict(counts)}"
+            ) from None
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws))
         assert status.chunks_failed == 0
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -334,5 +335,43 @@ async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
         assert await conn.fetchval("SELECT count(*) FROM embed_queue") == 0
     finally:
         await conn.close()
+        await clients.close()
+        await stack.stop()
+
+
+async def test_a_store_cut_by_the_database_counts_no_attempt(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store the database cut short (a restart, a terminated connection) says nothing about the
+    chunks: the batch goes back without an attempt counted. Counted, a storm of terminations in the
+    database drill could fail a chunk for good (5 attempts) with nothing wrong with it."""
+    seen_attempts: list[int] = []
+    real_store = embed_queue.store_vectors
+
+    async def cut_once(pool: asyncpg.Pool, pairs: Any, model: str) -> Any:
+        if not seen_attempts:
+            seen_attempts.append(-1)
+            raise asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command")
+        seen_attempts.append(await pool.fetchval("SELECT max(attempts) FROM embed_queue"))
+        return await real_store(pool, pairs, model)
+
+    monkeypatch.setattr(embed_queue, "store_vectors", cut_once)
+    dsn = await postgres.create_database()
+    stack = await start_stack(dsn, HashEmbedder(64))
+    clients = Clients(stack)
+    try:
+        ws = await clients.workspace()
+        await clients.write(ws.id, "a note whose first store the database cut short")
+
+        async def embedded() -> bool:
+            status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
+            return status.chunks_embedded == 1 and status.chunks_pending == 0
+
+        await eventually(embedded, timeout=30, interval=0.2)
+        # The cut happened (the first call), and the retry found the chunk with no attempt counted.
+        assert seen_attempts[0] == -1 and seen_attempts[1] == 0
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
+        assert status.chunks_failed == 0
+    finally:
         await clients.close()
         await stack.stop()

@@ -27,7 +27,7 @@ from mnemo_embed import Embedder, EmbedderUnavailable
 from mnemo_embed.chunking import Chunk
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.settings import IngestSettings
-from mnemo_platform.errors import describe_error
+from mnemo_platform.errors import UNAVAILABLE_ERRORS, describe_error
 from mnemo_platform.metrics import chunks_embedded, set_queue
 from mnemo_platform.telemetry import background_span, untraced
 from mnemo_store import EMBED_CHANNEL, embed_queue
@@ -313,6 +313,11 @@ class EmbeddingWorkers:
             try:
                 done = await embed_queue.store_vectors(self.pool, list(vectors.items()), self.embedder.model)
             except asyncpg.PostgresError as exc:
+                if isinstance(exc, tuple(UNAVAILABLE_ERRORS)):
+                    # The database went away mid-store (a restart, a terminated connection): nothing
+                    # about the chunks was wrong, so no attempt is counted; _drain hands the batch
+                    # back. Counted, a storm of terminations had failed a chunk for good (5 attempts).
+                    raise
                 await self._record_failure(list(vectors), f"storing vectors: {describe_error(exc)}")
                 return
             self.embedded += done.stored
