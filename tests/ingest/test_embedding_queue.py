@@ -290,6 +290,16 @@ async def test_storing_a_vector_never_writes_the_chunk_row(postgres: Postgres) -
         await stack.stop()
 
 
+async def _one_embedded(clients: Clients, workspace: str) -> None:
+    """Waits until the workspace's one chunk has its vector and nothing is pending."""
+
+    async def embedded() -> bool:
+        status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=workspace))
+        return status.chunks_embedded == 1 and status.chunks_pending == 0
+
+    await eventually(embedded, timeout=30, interval=0.2)
+
+
 async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
     postgres: Postgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -322,14 +332,10 @@ async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
             return bool(lost)
 
         await eventually(claim_lost, timeout=15)
-        # The lost claim did lease the chunk, under its lease (the fault is real, not a claim that never ran).
+        # The lost claim ran and leased the chunk under its token (the fault is real: rows came back).
         assert lost[0] is not None
 
-        async def embedded() -> bool:
-            status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
-            return status.chunks_embedded == 1 and status.chunks_pending == 0
-
-        await eventually(embedded, timeout=30, interval=0.2)
+        await _one_embedded(clients, ws.id)
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
         assert status.chunks_failed == 0 and len(lost) == 1
         assert await conn.fetchval("SELECT count(*) FROM embed_queue") == 0
@@ -363,11 +369,7 @@ async def test_a_store_cut_by_the_database_counts_no_attempt(
         ws = await clients.workspace()
         await clients.write(ws.id, "a note whose first store the database cut short")
 
-        async def embedded() -> bool:
-            status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
-            return status.chunks_embedded == 1 and status.chunks_pending == 0
-
-        await eventually(embedded, timeout=30, interval=0.2)
+        await _one_embedded(clients, ws.id)
         # The cut happened (the first call), and the retry found the chunk with no attempt counted.
         assert seen_attempts[0] == -1 and seen_attempts[1] == 0
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=ws.id))
