@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -148,6 +149,53 @@ async def _flags(pool: asyncpg.Pool, memory_id: uuid.UUID) -> tuple[list[bool], 
     return [r["indexed"] for r in chunks], [r["indexed"] for r in vectors]
 
 
+async def _change_while_a_worker_stores(
+    pool: asyncpg.Pool,
+    chunk_id: int,
+    vector: object,
+    model: str,
+    change: Callable[[asyncpg.Connection], Awaitable[None]],
+) -> None:
+    """Runs `change` (a memory's reindexing write) while a worker holds the chunk's queue row: the
+    worker has dequeued it and written the vector with the chunk's values as it read them, and not
+    committed. Returns once the change waited for the worker's lock and committed after it."""
+    worker = await pool.acquire()
+    changing = None
+    try:
+        stored = worker.transaction()
+        await stored.start()
+        await worker.execute("DELETE FROM embed_queue WHERE chunk_id = $1", chunk_id)
+        await worker.execute(
+            "INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding) "
+            "SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $2, $3 "
+            "FROM chunks c WHERE c.id = $1",
+            chunk_id,
+            model,
+            vector,
+        )
+
+        async def run_change() -> None:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("SET LOCAL application_name = 'mnemo-test-change'")
+                await change(conn)
+
+        changing = asyncio.create_task(run_change())
+
+        async def change_waits_for_the_worker() -> bool:
+            return bool(
+                await pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = 'mnemo-test-change' AND wait_event_type = 'Lock'"
+                )
+            )
+
+        await eventually(change_waits_for_the_worker, timeout=30)
+        await stored.commit()
+    finally:
+        await pool.release(worker)
+    await asyncio.wait_for(changing, timeout=30)
+
+
 async def test_a_worker_storing_while_a_memory_changes_never_leaves_a_stale_flag(postgres: Postgres) -> None:
     embedder = HashEmbedder(64)
     embedder.start()
@@ -177,41 +225,94 @@ async def test_a_worker_storing_while_a_memory_changes_never_leaves_a_stale_flag
         # 2. The worker holds the queue row first (dequeued, its vector written with the flag it
         #    read, not committed): the change waits for it, then brings that vector's flag in line.
         memory_id, chunk_ids = await insert_note(pool, "a note deleted just after its vector was stored")
-        worker = await pool.acquire()
-        changing = None
-        try:
-            stored = worker.transaction()
-            await stored.start()
-            await worker.execute("DELETE FROM embed_queue WHERE chunk_id = ANY($1)", chunk_ids)
-            await worker.execute(
-                "INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, model, embedding) "
-                "SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, $2, $3 FROM chunks c WHERE c.id = $1",
-                chunk_ids[0],
-                embedder.model,
-                pairs[0][1],
-            )
-
-            async def delete() -> None:
-                async with pool.acquire() as conn, conn.transaction():
-                    await conn.execute("SET LOCAL application_name = 'mnemo-test-change'")
-                    await db.mark_deleted(conn, memory_id, deleted=True)
-
-            changing = asyncio.create_task(delete())
-
-            async def change_waits_for_the_worker() -> bool:
-                return bool(
-                    await pool.fetchval(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE application_name = 'mnemo-test-change' AND wait_event_type = 'Lock'"
-                    )
-                )
-
-            await eventually(change_waits_for_the_worker, timeout=30)
-            await stored.commit()
-        finally:
-            await pool.release(worker)
-        await asyncio.wait_for(changing, timeout=30)
+        await _change_while_a_worker_stores(
+            pool, chunk_ids[0], pairs[0][1], embedder.model, lambda conn: db.mark_deleted(conn, memory_id, deleted=True)
+        )
         # The vector was written with the flag the worker read (true); the change corrected it.
         assert await _flags(pool, memory_id) == ([False], [False])
+    finally:
+        await pool.close()
+
+
+# -- the tags' copies on chunks and vectors (sql/0018_chunk_tags.sql) ----------------------------
+
+
+async def tag_copies(pool_or_dsn: asyncpg.Pool | str, memory_id: uuid.UUID | str) -> dict[int, set[tuple[str, ...]]]:
+    """Per version of the memory: the tags its chunks and their vectors carry."""
+    sql = (
+        "SELECT c.version, c.tags, v.tags AS vector_tags "
+        "FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id WHERE c.memory_id = $1"
+    )
+    if isinstance(pool_or_dsn, str):
+        conn = await asyncpg.connect(pool_or_dsn)
+        try:
+            rows = await conn.fetch(sql, uuid.UUID(str(memory_id)))
+        finally:
+            await conn.close()
+    else:
+        rows = await pool_or_dsn.fetch(sql, uuid.UUID(str(memory_id)))
+    copies: dict[int, set[tuple[str, ...]]] = {}
+    for row in rows:
+        copies.setdefault(row["version"], set()).add(tuple(row["tags"]))
+        if row["vector_tags"] is not None:
+            copies[row["version"]].add(tuple(row["vector_tags"]))
+    return copies
+
+
+async def test_a_memory_s_tags_follow_onto_its_chunks_and_vectors_and_a_tag_filter_reads_them(
+    hash_clients: Clients,
+) -> None:
+    ws = (await hash_clients.workspace()).id
+    word = f"bandicoot{uuid.uuid4().hex[:6]}"
+    dawn = await hash_clients.write(ws, f"The {word} crossing at dawn.", tags=["dawn", "ferry"])
+    dusk = await hash_clients.write(ws, f"The {word} crossing at dusk.", tags=["dusk"])
+    for memory in (dawn, dusk):
+        await hash_clients.wait_embedded(memory.id, ws)
+    dsn = hash_clients.stack.dsn
+    assert await tag_copies(dsn, dawn.id) == {1: {("dawn", "ferry")}}
+    assert await tag_copies(dsn, dusk.id) == {1: {("dusk",)}}
+
+    async def tagged(tag: str, mode: str) -> set[str]:
+        return set(ids(await hash_clients.find(ws, word, mode=mode, filter=common_pb2.MemoryFilter(tags=[tag]))))
+
+    for mode in ("lexical", "semantic", "hybrid"):
+        assert await tagged("dawn", mode) == {dawn.id}, mode
+        assert await tagged("dusk", mode) == {dusk.id}, mode
+
+    # New tags, same text: a new version, whose chunks and vector carry them; so do the old
+    # version's, since a tag filter reads the current tags at any time.
+    await hash_clients.ingest.UpdateMemory(
+        ipb.UpdateMemoryRequest(
+            workspace=ws, id=dawn.id, content=f"The {word} crossing at dawn.", tags=["dusk"], replace_tags=True
+        )
+    )
+    await hash_clients.wait_embedded(dawn.id, ws)
+    assert await tag_copies(dsn, dawn.id) == {1: {("dusk",)}, 2: {("dusk",)}}
+    for mode in ("lexical", "semantic", "hybrid"):
+        assert await tagged("dawn", mode) == set(), mode
+        assert await tagged("dusk", mode) == {dawn.id, dusk.id}, mode  # the control
+
+
+async def test_tags_rewritten_in_place_reach_every_chunk_and_the_vector_a_worker_is_storing(
+    postgres: Postgres,
+) -> None:
+    """Redaction rewrites a memory's tags in place (memories.rewrite_fields): its chunks take them,
+    and so does a vector a worker wrote with the old ones and had not committed."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    try:
+        memory_id, chunk_ids = await insert_note(pool, "a note whose tag held a secret", tags=["sk-live-1234"])
+        vector = (await embedder.embed(["a note"]))[0]
+        await _change_while_a_worker_stores(
+            pool,
+            chunk_ids[0],
+            vector,
+            embedder.model,
+            lambda conn: db.rewrite_fields(conn, memory_id, "Note", ["[redacted]"], {}, None, None, None),
+        )
+        assert await tag_copies(pool, memory_id) == {1: {("[redacted]",)}}
+        # Control: the flag was not touched, the vector is in the indexes.
+        assert await _flags(pool, memory_id) == ([True], [True])
     finally:
         await pool.close()

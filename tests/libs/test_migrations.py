@@ -219,6 +219,7 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
             for r in await conn.fetch("SELECT memory_id, version, embedding FROM chunks WHERE embedding IS NOT NULL")
         }
         assert len(old_vectors) == 4  # positive control: the old rows hold vectors to carry over
+        await conn.execute("UPDATE memories SET tags = '{ferry,pier}' WHERE id = $1", edited)
 
         await apply_migrations(conn, migrations)
 
@@ -226,7 +227,7 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
             (r["memory_id"], r["version"]): r
             for r in await conn.fetch(
                 "SELECT c.memory_id, c.version, c.indexed, q.attempts, q.error, q.failed, "
-                "v.embedding, v.model, v.indexed AS vector_indexed "
+                "v.embedding, v.model, v.indexed AS vector_indexed, c.tags, v.tags AS vector_tags "
                 "FROM chunks c LEFT JOIN embed_queue q ON q.chunk_id = c.id "
                 "LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
             )
@@ -246,6 +247,15 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
             row = chunks[key]
             assert row["embedding"] == vector and row["model"] == embedder.model
             assert row["vector_indexed"] is row["indexed"] and row["attempts"] is None
+        # 0018 copied each memory's tags onto its chunks, every version's, and their vectors.
+        assert {key: (row["tags"], row["vector_tags"]) for key, row in chunks.items()} == {
+            (edited, 1): (["ferry", "pier"], ["ferry", "pier"]),
+            (edited, 2): (["ferry", "pier"], ["ferry", "pier"]),
+            (superseded, 1): ([], []),
+            (deleted, 1): ([], []),
+            (pending, 1): ([], None),
+            (failed, 1): ([], None),
+        }
         # The queue keeps what was waiting, with its attempts and error.
         assert chunks[(pending, 1)]["embedding"] is None and chunks[(failed, 1)]["embedding"] is None
         assert (chunks[(pending, 1)]["attempts"], chunks[(pending, 1)]["error"], chunks[(pending, 1)]["failed"]) == (
@@ -285,6 +295,10 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
         assert str(superseded) not in ids(semantic) and str(deleted) not in ids(semantic)
         assert ids(await clients.find("old", "quokka", mode="lexical")) == []
         assert ids(await clients.find("old", "wombat", mode="lexical")) == [str(edited)]
+        for mode in ("lexical", "semantic"):
+            pier = await clients.find("old", "ferry", mode=mode, filter=common_pb2.MemoryFilter(tags=["pier"]))
+            assert ids(pier) == [str(edited)], mode
+            assert ids(await clients.find("old", "ferry", mode=mode, filter=common_pb2.MemoryFilter(tags=["x"]))) == []
         then = common_pb2.ReadOptions(as_of=_ts(datetime.now(UTC) - timedelta(minutes=90)))
         for mode in ("lexical", "semantic"):
             found = await clients.find("old", "pier quokka", mode=mode, options=then)

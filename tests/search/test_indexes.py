@@ -76,9 +76,10 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
 async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_index(
     postgres: Postgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under a tag filter the semantic leg computes every distance of the tag's memories when they
-    are at most engine.SEMANTIC_EXACT_MAX (an exact answer, no graph walked), and walks the HNSW
-    index otherwise; both give the tag's nearest notes, and nothing untagged."""
+    """Under a tag filter the semantic leg computes every distance of the tag's vectors (found by
+    their copy of the tags) when they are at most engine.SEMANTIC_EXACT_MAX (an exact answer, no
+    graph walked), and walks the HNSW index otherwise; both give the tag's nearest notes, and
+    nothing untagged."""
     embedder = HashEmbedder(64)
     embedder.start()
     pool = await migrated_pool(postgres, embedder)

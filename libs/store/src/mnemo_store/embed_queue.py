@@ -7,9 +7,10 @@ moves past the lease in one short statement, so no row lock or transaction is he
 model runs, and a worker that dies mid-batch leaves them due again when the lease ends.
 
 `chunk_vectors.indexed` copies `chunks.indexed`, because the HNSW index is partial on it and a
-partial index can only test its own table. Two writers set the copy: the worker, storing a vector
-(from the chunk's flag), and memories' reindexing, when a memory's version, status or deletion
-changes (from the new flag). They meet at the queue row. The worker deletes it in the statement
+partial index can only test its own table (and `chunk_vectors.tags` copies `chunks.tags`, which a
+tag filter's own index reads: sql/0018_chunk_tags.sql). Two writers set the copies: the worker,
+storing a vector (from the chunk's), and memories' reindexing, when a memory's version, status,
+deletion or tags change (from the new values). They meet at the queue row. The worker deletes it in the statement
 before the one that reads the chunk's flag; reindexing locks it (FOR UPDATE) in the statement
 that changes the chunk's flag, before the one that brings the copies in line (SYNC_VECTOR_FLAGS).
 So either the worker's transaction commits first, and that later statement sees its vector, or
@@ -99,21 +100,22 @@ RETURNING q.chunk_id
 # `c.indexed` is then the flag of any reindexing that held them (see the module's docstring).
 # A re-embedded chunk (queued again) has its vector replaced.
 _STORE = """
-INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, model, embedding)
-SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, $3, v.embedding
+INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
+SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $3, v.embedding
 FROM unnest($1::bigint[], $2::vector[]) AS v(chunk_id, embedding) JOIN chunks c ON c.id = v.chunk_id
 ON CONFLICT (chunk_id) DO UPDATE SET
-    embedding = excluded.embedding, model = excluded.model, indexed = excluded.indexed, embedded_at = now()
+    embedding = excluded.embedding, model = excluded.model, indexed = excluded.indexed, tags = excluded.tags,
+    embedded_at = now()
 """
 
 _STILL_QUEUED = "SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[])"
 
 SYNC_VECTOR_FLAGS = """
-UPDATE chunk_vectors v SET indexed = c.indexed
+UPDATE chunk_vectors v SET indexed = c.indexed, tags = c.tags
 FROM chunks c
-WHERE v.memory_id = $1 AND c.id = v.chunk_id AND v.indexed <> c.indexed
+WHERE v.memory_id = $1 AND c.id = v.chunk_id AND (v.indexed <> c.indexed OR v.tags <> c.tags)
 """
-"""SYNC_VECTOR_FLAGS brings the vectors' copy of `indexed` in line with the chunks of memory $1."""
+"""SYNC_VECTOR_FLAGS brings the vectors' copies of `indexed` and the tags in line with the chunks of memory $1."""
 
 
 async def claim(pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None) -> list[asyncpg.Record]:

@@ -59,15 +59,16 @@ _INDEXED = "(c.version = m.version AND m.deleted_at IS NULL AND m.status IN ({})
     ", ".join(f"'{status}'" for status in VISIBLE_STATUSES)
 )
 
-# Runs after the CTE `m` (the memory just updated, RETURNING id, version, status, deleted_at): sets
-# `indexed` on its chunks and locks, in chunk order, the queue rows of the chunks it changed. That
-# lock is what keeps a vector's copy of the flag right (see mnemo_store.embed_queue): a worker
-# storing one of those vectors either committed before it (SYNC_VECTOR_FLAGS, a later statement,
-# sees its vector) or dequeues after this transaction and reads the new flag.
+# Runs after the CTE `m` (the memory just updated, RETURNING id, version, status, deleted_at,
+# tags): sets `indexed` on its chunks, copies its tags onto them (sql/0018_chunk_tags.sql), and
+# locks, in chunk order, the queue rows of the chunks it changed. That lock is what keeps a
+# vector's copies of the flag and the tags right (see mnemo_store.embed_queue): a worker storing
+# one of those vectors either committed before it (SYNC_VECTOR_FLAGS, a later statement, sees its
+# vector) or dequeues after this transaction and reads the new values.
 _REINDEX = f"""
     , flipped AS (
-        UPDATE chunks c SET indexed = {_INDEXED}
-        FROM m WHERE c.memory_id = m.id AND c.indexed <> {_INDEXED}
+        UPDATE chunks c SET indexed = {_INDEXED}, tags = m.tags
+        FROM m WHERE c.memory_id = m.id AND (c.indexed <> {_INDEXED} OR c.tags <> m.tags)
         RETURNING c.id
     ),
     locked AS (
@@ -80,8 +81,8 @@ _REINDEX = f"""
 
 async def _update_reindexed(conn: asyncpg.Connection, update: str, *args: Any) -> None:
     """Runs `update` (an UPDATE of the memory whose id is $1, RETURNING id, version, status,
-    deleted_at), moving its chunks in or out of the search indexes to match; the vectors' copy of
-    the flag follows in a second statement, only when a chunk changed."""
+    deleted_at, tags), moving its chunks in or out of the search indexes and giving them its tags
+    to match; the vectors' copies follow in a second statement, only when a chunk changed."""
     row = await conn.fetchrow(f"WITH m AS ({update}) {_REINDEX}", *args)
     if row is not None and row["flipped"]:
         await conn.execute(SYNC_VECTOR_FLAGS, args[0])
@@ -339,7 +340,7 @@ async def insert_version(
         UPDATE memories SET version = $2, title = $3, tags = $4, metadata = $5, content_hash = $6,
                             updated_at = now(), suspicious = $7, trust = $8
         WHERE id = $1
-        RETURNING id, version, status, deleted_at
+        RETURNING id, version, status, deleted_at, tags
         """,
         memory_id,
         version,
@@ -386,7 +387,7 @@ async def put_status(
         conn,
         """
         UPDATE memories SET status = $2, status_reason = $3, superseded_by = $4, valid_to = $5 WHERE id = $1
-        RETURNING id, version, status, deleted_at
+        RETURNING id, version, status, deleted_at, tags
         """,
         row["id"],
         status,
@@ -451,9 +452,9 @@ def _chunk_ctes(first: int, memories: str) -> str:
     # A missing memory gives `indexed` false here and the foreign key's error, not a silent skip.
     return f"""
         inserted AS (
-            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts, indexed)
+            INSERT INTO chunks (memory_id, version, workspace_id, ordinal, context, text, parts, indexed, tags)
             SELECT c.memory_id, c.version, c.workspace_id, c.ordinal, c.context, c.text, c.parts,
-                   coalesce({_INDEXED}, false)
+                   coalesce({_INDEXED}, false), coalesce(m.tags, '{{}}')
             FROM unnest(${first}::uuid[], ${first + 1}::int[], ${first + 2}::text[], ${first + 3}::int[],
                         ${first + 4}::text[], ${first + 5}::text[], ${first + 6}::text[])
                  AS c(memory_id, version, workspace_id, ordinal, context, text, parts)
@@ -508,7 +509,7 @@ async def mark_deleted(conn: asyncpg.Connection, memory_id: uuid.UUID, deleted: 
         conn,
         """
         UPDATE memories SET deleted_at = CASE WHEN $2 THEN now() END WHERE id = $1
-        RETURNING id, version, status, deleted_at
+        RETURNING id, version, status, deleted_at, tags
         """,
         memory_id,
         deleted,
@@ -595,12 +596,15 @@ async def rewrite_fields(
     status_reason: str | None,
     content_hash: str | None,
 ) -> None:
-    """Rewrites a memory's own fields in place (redaction); `content_hash` None keeps the current one."""
-    await conn.execute(
+    """Rewrites a memory's own fields in place (redaction); `content_hash` None keeps the current one.
+    Its chunks and vectors take the new tags (_update_reindexed)."""
+    await _update_reindexed(
+        conn,
         """
         UPDATE memories SET title = $2, tags = $3, metadata = $4, source_uri = $5, status_reason = $6,
                             content_hash = coalesce($7, content_hash)
         WHERE id = $1
+        RETURNING id, version, status, deleted_at, tags
         """,
         memory_id,
         title,

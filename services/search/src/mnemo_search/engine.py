@@ -76,10 +76,9 @@ def _best_per_memory(rows: list[asyncpg.Record], limit: int) -> list[LegHit]:
 # (measured on LoCoMo and SciFact, docs/lexical-bm25.md).
 BM25_K1, BM25_B = 1.2, 0.3
 
-# A widened lexical leg under a tag filter reads the chunks of the tag's memories instead of
-# checking every posting against the filter when those memories are at most this many times the
-# postings (a memory and its chunk cost two reads, as a posting's check does) and at most
-# SCOPE_FIRST_MAX of them (lexical_query).
+# A lexical leg under a tag filter reads the tag's chunks instead of checking every posting
+# against the filter when those chunks are at most this many times the postings (a chunk costs a
+# read, as a posting's check does) and at most SCOPE_FIRST_MAX of them (lexical_query).
 SCOPE_FIRST_RATIO = 1
 SCOPE_FIRST_MAX = 50_000
 
@@ -94,17 +93,21 @@ def _bm25(tf: str, length: str) -> str:
     return f"w.idf * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / s.avglen))"
 
 
-def _within(scope: Scope, params: Params, bound: str) -> str:
-    """Two WITH items: `kept_memories`, the memories the scope keeps (id and version, read through
-    the filter's own index), at most `bound` + 1 of them, and `small`, whether they are within
-    `bound`. A leg reads them first when `small` and goes its usual way otherwise: only one way
-    runs, and deciding reads no more than the bound."""
-    memories = build_scope(scope, params, memory="m")
+def _tagged(scope: Scope, params: Params, table: str, columns: str, bound: str) -> str:
+    """Two WITH items: `tagged`, `columns` of the rows of `table` (chunks or chunk_vectors, aliased
+    `t`) in the search indexes whose copy of their memory's tags holds the filter's, read through
+    their own index (sql/0018_chunk_tags.sql), at most `bound` + 1 of them; and `small`, whether
+    they are within `bound`. A leg reads from them when `small` and goes its usual way otherwise:
+    only one way runs. The copy only finds candidates: the scope, with the memory's own tags,
+    still decides which of them a leg returns."""
+    where = [f"t.tags @> {params.bind(list(scope.tags))}::text[]", "t.indexed"]
+    if not scope.reach.everywhere:
+        where.append(workspace_clause(scope.reach, params, "t.workspace_id"))
     return f"""
-        kept_memories AS MATERIALIZED (
-            SELECT m.id, m.version FROM {memories.source} WHERE {memories.where} LIMIT {bound} + 1
+        tagged AS MATERIALIZED (
+            SELECT {columns} FROM {table} t WHERE {" AND ".join(where)} LIMIT {bound} + 1
         ),
-        small AS MATERIALIZED (SELECT count(*) <= {bound} AS yes FROM kept_memories)"""
+        small AS MATERIALIZED (SELECT count(*) <= {bound} AS yes FROM tagged)"""
 
 
 def _statistics(scope: Scope, params: Params, words: str) -> str:
@@ -148,8 +151,8 @@ def lexical_query(
     from their tsvector. History and as-of reads also read chunks the indexes leave out (not
     `indexed`): of those, the first `match_cap` the read may return that match any word
     (`any_words`, websearch_to_tsquery text) are scored from their tsvectors, with the same
-    statistics. Under a tag filter whose memories are few, their chunks are the candidates instead,
-    all of them (`exhaustive`: widening would find no more).
+    statistics. Under a tag filter whose chunks are few, they are the candidates instead, all of
+    them (`exhaustive`: widening would find no more).
     """
     params = Params()
     head = _statistics(scope, params, words)
@@ -192,30 +195,29 @@ def lexical_query(
     scope_first = ""
     if scope.tags and scope.as_of is None:
         # Under a filter, the postings found would each be checked against it. A tag filter's
-        # memories come from its index instead: when they are few (below), their chunks are read,
-        # once, and the postings matched against them in a hash, with no lookup per posting; every
-        # chunk in scope that holds a query word is then scored, so the leg need not widen
-        # (`exhaustive`). Measured at 100k notes: the widened statement p50 26 -> 6 ms. Which side
-        # is smaller is found by reading the tag's memories up to the bound (`small`; no chunk is
-        # read), and only one way runs. The bound: at most SCOPE_FIRST_RATIO times the words'
-        # postings and SCOPE_FIRST_MAX, and, when candidates are bounded, at most the memories
-        # below which the candidates would hold fewer than `limit` of the tag's in expectation
-        # (the leg would then widen). Without a tag, finding the filter's memories would take a
-        # scan (a kind filter's widened statement: 72 -> 100 ms), so the postings are scored and
-        # the filter checked best first (below).
+        # chunks come from their own index instead (sql/0018_chunk_tags.sql): when they are few
+        # (below), the postings are matched against them in a hash, with no lookup per posting;
+        # every indexed chunk in scope that holds a query word is then scored, so the leg need not
+        # widen (`exhaustive`; the chunks the indexes leave out are scanned as always, below).
+        # Measured at 100k notes: the widened statement p50 26 -> 6 ms; at 1M notes, finding a 1 %
+        # tag's chunks through its memories cost 65 of the statement's 72 ms. Which side is
+        # smaller is found by reading the tag's chunks up to the bound (`small`), and only one way
+        # runs. The bound: at most SCOPE_FIRST_RATIO times the words' postings and
+        # SCOPE_FIRST_MAX, and, when candidates are bounded, at most the chunks below which the
+        # candidates would hold fewer than `limit` of the tag's in expectation (the leg would then
+        # widen). Without a tag, finding the filter's memories would take a scan (a kind filter's
+        # widened statement: 72 -> 100 ms), so the postings are scored and the filter checked best
+        # first (below).
         expected = "" if candidates is None else f", (SELECT n FROM s) * {params.bind(limit)} / {budget}"
         bound = f"""floor(least(
             (SELECT coalesce(sum(df), 0) FROM w) * {SCOPE_FIRST_RATIO}, {SCOPE_FIRST_MAX}{expected}
         ))::bigint"""
-        scope_first = f"""{_within(scope, params, bound)},
-        kept_chunks AS MATERIALIZED (
-            SELECT c.id FROM kept_memories k JOIN chunks c ON c.memory_id = k.id AND c.version = k.version
-            WHERE (SELECT yes FROM small)
-        ),
+        scope_first = f"""{_tagged(scope, params, "chunks", "t.id", bound)},
         scoped_postings AS (
             SELECT p.chunk_id, sum({_bm25("p.tf", "p.len")}) AS score, count(*) AS matched
-            FROM terms t JOIN lexical_postings p ON p.term_id = t.id JOIN kept_chunks k ON k.id = p.chunk_id
+            FROM terms t JOIN lexical_postings p ON p.term_id = t.id JOIN tagged k ON k.id = p.chunk_id
             JOIN w ON w.lexeme = t.lexeme CROSS JOIN s
+            WHERE (SELECT yes FROM small)
             GROUP BY p.chunk_id
         ),"""
     gate = "NOT (SELECT yes FROM small)" if scope_first else "true"
@@ -359,7 +361,7 @@ def session_settings(settings: SearchSettings) -> dict[str, str]:
 LEXICAL_SESSION = {"plan_cache_mode": "force_generic_plan"}
 
 
-# The semantic leg under a tag filter computes every distance of the tag's memories instead of
+# The semantic leg under a tag filter computes every distance of the tag's vectors instead of
 # walking the HNSW graph when they are at most this many (semantic_query).
 SEMANTIC_EXACT_MAX = 20_000
 
@@ -370,48 +372,59 @@ def semantic_query(scope: Scope, vector: object, limit: int) -> tuple[str, list[
     A default read reads only indexed vectors (the scope says so), which the partial HNSW index
     holds. History and as-of reads read the indexed vectors through that index too, and scan
     only the vectors it leaves out (older versions, hidden statuses), nearest first of each.
-    Under a tag filter that keeps at most SEMANTIC_EXACT_MAX memories, every vector of those
-    memories is compared instead, and no index is walked.
+    Under a tag filter whose indexed vectors are at most SEMANTIC_EXACT_MAX, each of those is
+    compared instead, and no index is walked.
     """
     params = Params()
     bound_vector = params.bind(vector)
     scoped = build_scope(scope, params, memory="m", chunk="v")
     rows = params.bind(limit * 3)
-    head = gate = ""
+    head = gate = exact = ""
     if scope.tags:
         # The HNSW scan applies the filter to what it walks: a tag 1 % of the notes hold makes it
         # walk about a hundred times the graph it walks unfiltered for the same 30 chunks (129 of
-        # the 172 ms of a hybrid search at 1M notes). The tag's memories come from its index
-        # instead, up to the bound: when they are within it (`small`) their vectors' distances are
-        # all computed, an exact answer, else the index is walked as usual; only one way runs.
-        indexed = " AND v.indexed" if scope.indexed_only else ""
-        head = f"WITH {_within(scope, params, params.bind(SEMANTIC_EXACT_MAX))}\n"
+        # the 172 ms of a hybrid search at 1M notes). The tag's vectors come from their own index
+        # instead (sql/0018_chunk_tags.sql), up to the bound, their distances computed as they
+        # are read: when they are within it (`small`) that is an exact answer, else the graph is
+        # walked as usual; only one way runs. The scope is checked on the nearest first, by key,
+        # until enough pass. (Found through the tag's memories and each one's vectors by key, a
+        # 1 % tag at 1M notes cost 62 ms before the first distance.)
+        memories = build_scope(scope, params, memory="m")
+        head = "WITH " + _tagged(
+            scope,
+            params,
+            "chunk_vectors",
+            f"t.memory_id, t.chunk_id, t.version, t.embedding <=> {bound_vector} AS distance",
+            params.bind(SEMANTIC_EXACT_MAX),
+        )
         gate = " AND NOT (SELECT yes FROM small)"
         exact = f"""
-            SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
-            FROM kept_memories k JOIN chunk_vectors v ON v.memory_id = k.id AND v.version = k.version{indexed}
-            WHERE (SELECT yes FROM small)
-            ORDER BY distance
+            SELECT x.memory_id, x.chunk_id, x.distance
+            FROM (SELECT * FROM tagged WHERE (SELECT yes FROM small) ORDER BY distance, chunk_id) x
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM {memories.source} WHERE m.id = x.memory_id AND m.version = x.version AND {memories.where}
+            ) y
             LIMIT {rows}"""
 
     def nearest(extra: str) -> str:
         return f"""
             SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
             FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
-            WHERE {scoped.where}{extra}{gate}
+            WHERE {scoped.where}{extra}
             ORDER BY v.embedding <=> {bound_vector}
             LIMIT {rows}"""
 
     if scope.indexed_only:
-        body = nearest("")
+        body = nearest(gate)
     else:
         body = f"""
-            SELECT * FROM (({nearest(" AND v.indexed")}) UNION ALL ({nearest(" AND NOT v.indexed")})) x
+            SELECT * FROM (({nearest(" AND v.indexed" + gate)}) UNION ALL ({nearest(" AND NOT v.indexed")})) x
             ORDER BY distance
             LIMIT {rows}"""
-    if gate:
-        body = f"({exact}) UNION ALL ({body})"
-    sql = f"{head}SELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
+    if exact:
+        # The tag's indexed vectors, or the graph; the vectors the indexes leave out either way.
+        body = f"SELECT * FROM (({exact}) UNION ALL ({body})) x ORDER BY distance LIMIT {rows}"
+    sql = f"{head}\nSELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
     return sql, params.values
 
 
