@@ -14,7 +14,13 @@
 ALTER TABLE chunks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 ALTER TABLE chunk_vectors ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 
--- Existing rows: each rewritten once (a vector's row also enters the HNSW index again).
+-- Existing rows: each rewritten once. Rewriting a vector's row with the HNSW index in place
+-- inserts it into the graph again, one at a time: at 1,000,000 vectors the index grew about 15 MB
+-- a minute, over two hours in all. So the index goes first, and the ingest service's next start
+-- builds it again in one go (embedding_space.ensure_embedding_space, as after 0007; about six
+-- minutes at 1M, seconds at a few thousand). Until then a semantic search reads the vectors
+-- without it: right, and slower.
+DROP INDEX IF EXISTS chunk_vectors_embedding;
 UPDATE chunks c SET tags = m.tags FROM memories m WHERE m.id = c.memory_id AND m.tags <> '{}';
 UPDATE chunk_vectors v SET tags = c.tags FROM chunks c WHERE c.id = v.chunk_id AND c.tags <> '{}';
 
