@@ -139,6 +139,38 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
         await pool.close()
 
 
+async def test_a_small_tag_s_nearest_vectors_come_back_whichever_join_the_planner_picks(postgres: Postgres) -> None:
+    """Under a small tag the semantic leg returns the tag's nearest vectors, not the first it
+    finds: with more tagged vectors than the leg returns, and the planner steered away from nested
+    loops (a hash join once read the tag's memories in table order and stopped at the limit), the
+    rows are exactly the nearest by the similarities computed here."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    try:
+        texts = [f"harbour log {i}: the keeper saw {i % 7} ships and {i % 5} gulls" for i in range(120)]
+        for text in texts:
+            await insert_note(pool, text, tags=["rare"])
+        claimed = await embed_queue.claim(pool, len(texts), 300)
+        vectors = await embedder.embed([r["text"] for r in claimed])
+        pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
+        assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == len(texts)
+        await pool.execute("VACUUM ANALYZE")
+        query_vector = (await embedder.embed(["the keeper saw 3 ships and 4 gulls"]))[0]
+        similarity = {chunk_id: float(np.dot(vector, query_vector)) for chunk_id, vector in pairs}
+        sql, values = semantic_query(Scope(reach=Reach((GLOBAL_WORKSPACE,)), tags=["rare"]), query_vector, 10)
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute("SET LOCAL enable_nestloop = off")
+            found = await conn.fetch(sql, *values)
+        # Compared by similarity, not id: notes the same distance away may come in either order.
+        best = sorted(similarity.values(), reverse=True)[:30]
+        assert len(found) == 30 < len(texts)
+        assert [similarity[r["chunk_id"]] for r in found] == pytest.approx(best, abs=1e-5)
+        assert [r["score"] for r in found] == pytest.approx(best, abs=1e-5)
+    finally:
+        await pool.close()
+
+
 async def test_candidates_probe_the_postings_by_key_when_the_words_hold_many(
     postgres: Postgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:
