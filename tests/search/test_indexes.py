@@ -26,6 +26,15 @@ async def _plan(conn: asyncpg.Connection, sql: str, values: list[object]) -> str
     return "\n".join(r[0] for r in rows)
 
 
+async def _embed_queued(pool: asyncpg.Pool, embedder: HashEmbedder, count: int) -> list[tuple[int, np.ndarray]]:
+    """Claims, embeds and stores the `count` queued chunks, as the worker would: (chunk id, vector) each."""
+    claimed = await embed_queue.claim(pool, count, 300)
+    vectors = await embedder.embed([r["text"] for r in claimed])
+    pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
+    assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == count
+    return pairs
+
+
 async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_they_leave_out(
     postgres: Postgres,
 ) -> None:
@@ -38,10 +47,7 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
         texts += [f"filler {i} about the lighthouse keeper's log" for i in range(400)]
         for text in texts:
             await insert_note(pool, text)
-        claimed = await embed_queue.claim(pool, len(texts), 300)
-        vectors = await embedder.embed([r["text"] for r in claimed])
-        pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
-        assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == len(texts)
+        await _embed_queued(pool, embedder, len(texts))
         assert await pool.fetchval("SELECT lexical_post(10000)") == len(texts)
         await pool.execute("VACUUM ANALYZE")
         reach = Reach((GLOBAL_WORKSPACE,))
@@ -90,10 +96,7 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
             memory_id, _ = await insert_note(pool, text, tags=["rare"] if i % 25 == 0 else ["common"])
             if i % 25 == 0:
                 tagged.add(memory_id)
-        claimed = await embed_queue.claim(pool, len(texts), 300)
-        vectors = await embedder.embed([r["text"] for r in claimed])
-        pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
-        assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == len(texts)
+        await _embed_queued(pool, embedder, len(texts))
         await pool.execute("VACUUM ANALYZE")
         query_vector = (await embedder.embed(["the keeper saw 3 ships"]))[0]
         # The tag's 12 notes' similarities to the query, as computed here, best first.
@@ -151,10 +154,7 @@ async def test_a_small_tag_s_nearest_vectors_come_back_whichever_join_the_planne
         texts = [f"harbour log {i}: the keeper saw {i % 7} ships and {i % 5} gulls" for i in range(120)]
         for text in texts:
             await insert_note(pool, text, tags=["rare"])
-        claimed = await embed_queue.claim(pool, len(texts), 300)
-        vectors = await embedder.embed([r["text"] for r in claimed])
-        pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
-        assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == len(texts)
+        pairs = await _embed_queued(pool, embedder, len(texts))
         await pool.execute("VACUUM ANALYZE")
         query_vector = (await embedder.embed(["the keeper saw 3 ships and 4 gulls"]))[0]
         similarity = {chunk_id: float(np.dot(vector, query_vector)) for chunk_id, vector in pairs}
@@ -233,10 +233,7 @@ async def test_status_counts_read_indexes_alone_and_count_as_reads_do(postgres: 
     pool = await migrated_pool(postgres, embedder)
     try:
         notes = [await insert_note(pool, f"status {i} of the ferry timetable") for i in range(30)]
-        claimed = await embed_queue.claim(pool, len(notes), 300)
-        vectors = await embedder.embed([r["text"] for r in claimed])
-        pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
-        assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == len(notes)
+        await _embed_queued(pool, embedder, len(notes))
         async with pool.acquire() as conn, conn.transaction():
             await db.mark_deleted(conn, notes[0][0], True)
         await pool.execute("VACUUM ANALYZE")

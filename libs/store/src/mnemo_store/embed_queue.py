@@ -10,9 +10,9 @@ model runs, and a worker that dies mid-batch leaves them due again when the leas
 partial index can only test its own table (and `chunk_vectors.tags` copies `chunks.tags`, which a
 tag filter's own index reads: sql/0018_chunk_tags.sql). Two writers set the copies: the worker,
 storing a vector (from the chunk's), and memories' reindexing, when a memory's version, status,
-deletion or tags change (from the new values). They meet at the queue row. The worker deletes it in the statement
-before the one that reads the chunk's flag; reindexing locks it (FOR UPDATE) in the statement
-that changes the chunk's flag, before the one that brings the copies in line (SYNC_VECTOR_FLAGS).
+deletion or tags change (from the new values). They meet at the queue row. The worker deletes it
+in the statement before the one that reads the chunk's values; reindexing locks it (FOR UPDATE) in
+the statement that changes them, before the one that brings the copies in line (SYNC_VECTOR_COPIES).
 So either the worker's transaction commits first, and that later statement sees its vector, or
 reindexing's does, and the worker reads the new flag.
 
@@ -110,12 +110,12 @@ ON CONFLICT (chunk_id) DO UPDATE SET
 
 _STILL_QUEUED = "SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[])"
 
-SYNC_VECTOR_FLAGS = """
+SYNC_VECTOR_COPIES = """
 UPDATE chunk_vectors v SET indexed = c.indexed, tags = c.tags
 FROM chunks c
 WHERE v.memory_id = $1 AND c.id = v.chunk_id AND (v.indexed <> c.indexed OR v.tags <> c.tags)
 """
-"""SYNC_VECTOR_FLAGS brings the vectors' copies of `indexed` and the tags in line with the chunks of memory $1."""
+"""SYNC_VECTOR_COPIES brings the vectors' copies of `indexed` and the tags in line with the chunks of memory $1."""
 
 
 async def claim(pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None) -> list[asyncpg.Record]:

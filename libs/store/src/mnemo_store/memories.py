@@ -18,7 +18,7 @@ import asyncpg
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_store.audit import CHAIN_LOCK
-from mnemo_store.embed_queue import SYNC_VECTOR_FLAGS
+from mnemo_store.embed_queue import SYNC_VECTOR_COPIES
 from mnemo_store.predicates import VISIBLE_STATUSES
 
 # A memory row's own columns, as every read returns them.
@@ -63,7 +63,7 @@ _INDEXED = "(c.version = m.version AND m.deleted_at IS NULL AND m.status IN ({})
 # tags): sets `indexed` on its chunks, copies its tags onto them (sql/0018_chunk_tags.sql), and
 # locks, in chunk order, the queue rows of the chunks it changed. That lock is what keeps a
 # vector's copies of the flag and the tags right (see mnemo_store.embed_queue): a worker storing
-# one of those vectors either committed before it (SYNC_VECTOR_FLAGS, a later statement, sees its
+# one of those vectors either committed before it (SYNC_VECTOR_COPIES, a later statement, sees its
 # vector) or dequeues after this transaction and reads the new values.
 _REINDEX = f"""
     , flipped AS (
@@ -85,7 +85,7 @@ async def _update_reindexed(conn: asyncpg.Connection, update: str, *args: Any) -
     to match; the vectors' copies follow in a second statement, only when a chunk changed."""
     row = await conn.fetchrow(f"WITH m AS ({update}) {_REINDEX}", *args)
     if row is not None and row["flipped"]:
-        await conn.execute(SYNC_VECTOR_FLAGS, args[0])
+        await conn.execute(SYNC_VECTOR_COPIES, args[0])
 
 
 @dataclass(frozen=True)

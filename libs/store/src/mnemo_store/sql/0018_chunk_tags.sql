@@ -9,7 +9,7 @@
 -- The copy is the memory's current tags, on every version's chunks: a tag filter reads the
 -- current tags even as of an earlier time (mnemo_store.predicates). Writers keep it: a chunk takes
 -- them when inserted, and reindexing (memories._REINDEX) copies them when they change, with the
--- vectors following as their `indexed` flag does (embed_queue.SYNC_VECTOR_FLAGS). The legs read
+-- vectors following as their `indexed` flag does (embed_queue.SYNC_VECTOR_COPIES). The legs read
 -- it only to find candidates; the scope, with the memory's own tags, still decides what returns.
 ALTER TABLE chunks ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
 ALTER TABLE chunk_vectors ADD COLUMN tags text[] NOT NULL DEFAULT '{}';
