@@ -86,7 +86,9 @@ async def migrated_pool(postgres: Postgres, embedder: Embedder) -> asyncpg.Pool:
     return await open_pool(dsn)
 
 
-async def insert_note(pool: asyncpg.Pool, text: str, tags: Sequence[str] = ()) -> tuple[uuid.UUID, list[int]]:
+async def insert_note(
+    pool: asyncpg.Pool, text: str, tags: Sequence[str] = (), kind: str = "note"
+) -> tuple[uuid.UUID, list[int]]:
     """A memory in `global` with one chunk, queued, as a write leaves it (through the store's own
     functions, for tests below the services); its id and its chunks' ids."""
     memory_id = uuid.uuid4()
@@ -97,7 +99,7 @@ async def insert_note(pool: asyncpg.Pool, text: str, tags: Sequence[str] = ()) -
                 db.NewMemory(
                     id=memory_id,
                     workspace_id=GLOBAL_WORKSPACE,
-                    kind="note",
+                    kind=kind,
                     title="Note",
                     content=text,
                     content_hash=hashlib.sha256(text.encode()).hexdigest(),

@@ -8,18 +8,19 @@ import uuid
 
 import asyncpg
 
+from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from tests.helpers import Clients, wait_posted
 
 # What the statistics must be, recounted from scratch from the chunks in the search indexes.
 _RECOUNT = """
 WITH counts AS (
-    SELECT c.id AS chunk_id, c.workspace_id, l.lexeme, l.tf, l.len
-    FROM chunks c, lexical_counts(c.tsv) l WHERE c.indexed
+    SELECT c.id AS chunk_id, c.workspace_id, m.kind, l.lexeme, l.tf, l.len
+    FROM chunks c JOIN memories m ON m.id = c.memory_id, lexical_counts(c.tsv) l WHERE c.indexed
 )
 SELECT
-    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || lexeme, n), '{}')
-     FROM (SELECT workspace_id, lexeme, count(*) AS n FROM counts GROUP BY 1, 2) d) AS terms,
+    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || kind || ' ' || lexeme, n), '{}')
+     FROM (SELECT workspace_id, kind, lexeme, count(*) AS n FROM counts GROUP BY 1, 2, 3) d) AS terms,
     (SELECT count(*) FROM counts) AS postings,
     (SELECT coalesce(sum(hashtext(chunk_id || ' ' || lexeme || ' ' || tf || ' ' || len)), 0) FROM counts) AS digest,
     (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(n, total)), '{}')
@@ -30,7 +31,7 @@ SELECT
 # The same figures read from the maintained tables (a term whose df fell to 0 must be gone).
 _MAINTAINED = """
 SELECT
-    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || lexeme, df), '{}')
+    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || kind || ' ' || lexeme, df), '{}')
      FROM lexical_terms) AS terms,
     (SELECT count(*) FROM lexical_postings) AS postings,
     (SELECT coalesce(sum(hashtext(p.chunk_id || ' ' || t.lexeme || ' ' || p.tf || ' ' || p.len)), 0)
@@ -51,11 +52,15 @@ async def statistics(dsn: str) -> tuple[dict, dict]:
     return dict(recount), dict(maintained)
 
 
-async def df(dsn: str, workspace: str, word: str) -> int:
+async def df(dsn: str, workspace: str, word: str, kind: str | None = None) -> int:
+    """The word's document frequency in the workspace: of one kind's notes, or of all (its terms summed)."""
     conn = await asyncpg.connect(dsn)
     try:
         found = await conn.fetchval(
-            "SELECT df FROM lexical_terms WHERE workspace_id = $1 AND lexeme = $2", workspace, word
+            "SELECT sum(df) FROM lexical_terms WHERE workspace_id = $1 AND lexeme = $2 AND kind = coalesce($3, kind)",
+            workspace,
+            word,
+            kind,
         )
     finally:
         await conn.close()
@@ -73,8 +78,11 @@ async def test_the_statistics_follow_every_change_of_what_is_indexed(hash_client
     batch = await hash_clients.ingest.WriteMemories(
         ipb.WriteMemoriesRequest(
             items=[
-                ipb.WriteMemoryRequest(workspace=ws, content=f"Batch note {i}: the {word} ferry runs late.")
-                for i, ws in enumerate([one, two, two])
+                # The first a decision: a word is a term per kind (sql/0019_lexical_kinds.sql).
+                ipb.WriteMemoryRequest(workspace=ws, content=f"Batch note {i}: the {word} ferry runs late.", kind=kind)
+                for i, (ws, kind) in enumerate(
+                    [(one, common_pb2.MEMORY_KIND_DECISION), (two, common_pb2.MEMORY_KIND_NOTE), (two, 0)]
+                )
             ]
         )
     )
@@ -82,6 +90,7 @@ async def test_the_statistics_follow_every_change_of_what_is_indexed(hash_client
     recount, maintained = await statistics(dsn)
     assert maintained == recount
     assert await df(dsn, one, word) == 7 and await df(dsn, two, word) == 2
+    assert await df(dsn, one, word, "decision") == 1 and await df(dsn, one, word, "note") == 6
 
     await hash_clients.ingest.UpdateMemory(
         ipb.UpdateMemoryRequest(workspace=one, id=notes["updated"].id, content="Rewritten without the word.")

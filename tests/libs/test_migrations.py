@@ -18,10 +18,10 @@ from mnemo_embed import HashEmbedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest import IngestApp
 from mnemo_ingest.settings import IngestSettings
-from mnemo_store import MigrationError, apply_migrations, load_migrations
+from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, load_migrations, open_pool
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from mnemo_store.settings import DatabaseSettings
-from tests.helpers import Clients, Postgres, ids, start_stack
+from tests.helpers import Clients, Postgres, ids, insert_note, start_stack
 
 
 def _ts(value: datetime) -> timestamp_pb2.Timestamp:
@@ -321,6 +321,63 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
         finally:
             await conn.close()
         assert kinds["shown"] > 0 and kinds["hidden"] > 0 and kinds["shown"] + kinds["hidden"] == 5
+    finally:
+        await clients.close()
+        await stack.stop()
+
+
+_POSTINGS = """
+SELECT p.chunk_id, t.lexeme, p.tf, p.len FROM lexical_postings p JOIN lexical_terms t ON t.id = p.term_id
+ORDER BY 1, 2
+"""
+
+
+async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    embedder = HashEmbedder(64)
+    embedder.start()
+    migrations = load_migrations()
+    upto = next(i for i, m in enumerate(migrations) if m.name == "0019_lexical_kinds.sql")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn, migrations[:upto])
+        await ensure_embedding_space(conn, embedder.model, embedder.dimension)
+    finally:
+        await conn.close()
+    pool = await open_pool(dsn)
+    try:
+        notes = [await insert_note(pool, f"The ferry to pier {i} leaves at noon.") for i in range(2)]
+        decided, _ = await insert_note(pool, "We decided the ferry leaves from pier one.", kind="decision")
+        assert await pool.fetchval("SELECT lexical_post(1000)") == 3
+        before = [tuple(r) for r in await pool.fetch(_POSTINGS)]
+        # Positive control: before, a word is one term for both kinds.
+        assert await pool.fetchval("SELECT df FROM lexical_terms WHERE lexeme = 'ferri'") == 3
+
+        async with pool.acquire() as conn:
+            assert await apply_migrations(conn, migrations) == ["0019_lexical_kinds.sql"]
+        # The same postings, each now under its note's kind.
+        assert [tuple(r) for r in await pool.fetch(_POSTINGS)] == before
+        terms = {
+            (r["lexeme"], r["kind"]): r["df"]
+            for r in await pool.fetch("SELECT lexeme, kind, df FROM lexical_terms WHERE lexeme IN ('ferri', 'decid')")
+        }
+        assert terms == {("ferri", "note"): 2, ("ferri", "decision"): 1, ("decid", "decision"): 1}
+        # The poster posts new notes under their kind too.
+        later, _ = await insert_note(pool, "The ferry decision was made again.", kind="decision")
+        assert await pool.fetchval("SELECT lexical_post(1000)") == 1
+        assert await pool.fetchval("SELECT df FROM lexical_terms WHERE lexeme = 'ferri' AND kind = 'decision'") == 2
+    finally:
+        await pool.close()
+
+    stack = await start_stack(dsn, embedder)
+    clients = Clients(stack)
+    try:
+        decisions = common_pb2.MemoryFilter(kinds=[common_pb2.MEMORY_KIND_DECISION])
+        found = await clients.find(GLOBAL_WORKSPACE, "ferry", mode="lexical", filter=decisions)
+        assert set(ids(found)) == {str(decided), str(later)}
+        # Positive control: unfiltered, the notes come back too.
+        everything = await clients.find(GLOBAL_WORKSPACE, "ferry", mode="lexical")
+        assert set(ids(everything)) == {str(decided), str(later)} | {str(n) for n, _ in notes}
     finally:
         await clients.close()
         await stack.stop()

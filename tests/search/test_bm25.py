@@ -146,21 +146,54 @@ async def narrow_clients(postgres: Postgres) -> AsyncIterator[Clients]:
         yield clients
 
 
-async def test_a_selective_filter_does_not_come_back_short(narrow_clients: Clients) -> None:
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The lexical statements each search runs from now on: its candidate budget, None when widened."""
+    statements: list[int | None] = []
+    match = engine.SearchEngine._lexical_match
+
+    async def counted(
+        self: engine.SearchEngine, scope: Scope, terms: list[str], limit: int, candidates: int | None
+    ) -> tuple[list[engine.LegHit], bool, bool]:
+        statements.append(candidates)
+        return await match(self, scope, terms, limit, candidates)
+
+    monkeypatch.setattr(engine.SearchEngine, "_lexical_match", counted)
+    return statements
+
+
+async def test_a_selective_filter_does_not_come_back_short(
+    narrow_clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = (await narrow_clients.workspace()).id
     rare, common = word(), word()
     rare_notes = {(await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")).id for i in range(5)}
-    plain = {(await narrow_clients.write(ws, f"A {common} note {i}.")).id for i in range(30)}
-    tagged = {(await narrow_clients.write(ws, f"A {common} note, kept {i}.", tags=["keep"])).id for i in range(12)}
+    # More than the candidates hold, each shorter than a kept note, so they outscore them.
+    items = [ipb.WriteMemoryRequest(workspace=ws, content=f"A {common} note {i}.") for i in range(150)]
+    written = await narrow_clients.ingest.WriteMemories(ipb.WriteMemoriesRequest(items=items))
+    plain = {r.memory.id for r in written.results}
+    decision = common_pb2.MEMORY_KIND_DECISION
+    kept = [await narrow_clients.write(ws, f"A {common} note, kept {i}.", kind=decision) for i in range(12)]
     await wait_posted(narrow_clients.stack.dsn)
     query = f"{rare} {common}"
+    statements = counting(monkeypatch)
     # Unfiltered, the rare word's five postings are the candidates (within the cap of 10).
     assert set(await lexical(narrow_clients, ws, query)) == rare_notes
-    # The tag keeps none of them: the leg widens to every posting and returns all twelve.
-    keep = common_pb2.MemoryFilter(tags=["keep"])
-    filtered = await narrow_clients.find(ws, query, mode="lexical", limit=10, filter=keep)
-    assert len(filtered.hits) == 10 and set(ids(filtered)) <= tagged
+    # Written after the rest, the kept notes are all a time filter keeps. None of the candidates
+    # is among them: the leg widens to every posting and returns ten of the twelve.
+    since = common_pb2.MemoryFilter(created_after=kept[0].created_at)
+    statements.clear()
+    filtered = await narrow_clients.find(ws, query, mode="lexical", limit=10, filter=since)
+    assert len(filtered.hits) == 10 and set(ids(filtered)) <= {m.id for m in kept}
     assert not set(ids(filtered)) & plain
+    assert statements == [10, None]
+    # A kind filter reads its kind's postings only (sql/0019_lexical_kinds.sql): its candidates
+    # are the kept notes, and one statement returns ten of them.
+    statements.clear()
+    decisions = await narrow_clients.find(
+        ws, query, mode="lexical", limit=10, filter=common_pb2.MemoryFilter(kinds=[decision])
+    )
+    assert ids(decisions) == ids(filtered)
+    assert statements == [10]
 
 
 async def test_a_tag_filter_ranks_alike_reading_the_scope_or_the_postings(
@@ -174,7 +207,12 @@ async def test_a_tag_filter_ranks_alike_reading_the_scope_or_the_postings(
     rare, common = word(), word()
     for i in range(5):
         await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")
-    plain = {(await narrow_clients.write(ws, f"A {common} note {i}.")).id for i in range(30)}
+    # More than the candidates take from the common word (see `cut` in engine.lexical_query), all
+    # scoring above the tagged notes.
+    items = [ipb.WriteMemoryRequest(workspace=ws, content=f"A {common} note {i}.") for i in range(150)]
+    plain = {
+        r.memory.id for r in (await narrow_clients.ingest.WriteMemories(ipb.WriteMemoriesRequest(items=items))).results
+    }
     # Different term frequencies and lengths, so the scores differ from note to note.
     tagged = {
         (
@@ -186,16 +224,7 @@ async def test_a_tag_filter_ranks_alike_reading_the_scope_or_the_postings(
     }
     await wait_posted(narrow_clients.stack.dsn)
     keep = common_pb2.MemoryFilter(tags=["keep"])
-    statements: list[int | None] = []
-    match = engine.SearchEngine._lexical_match
-
-    async def counted(
-        self: engine.SearchEngine, scope: Scope, terms: list[str], limit: int, candidates: int | None
-    ) -> tuple[list[engine.LegHit], bool, bool]:
-        statements.append(candidates)  # None when widened
-        return await match(self, scope, terms, limit, candidates)
-
-    monkeypatch.setattr(engine.SearchEngine, "_lexical_match", counted)
+    statements = counting(monkeypatch)
 
     async def ranked() -> list[tuple[str, float]]:
         statements.clear()
@@ -204,13 +233,14 @@ async def test_a_tag_filter_ranks_alike_reading_the_scope_or_the_postings(
         ).hits
         return [(hit.memory.id, round(hit.explanation.lexical.score, 9)) for hit in hits]
 
-    # 8 chunks in the filter against 53 postings: the scope is read first, and is all there is.
+    # 8 chunks in the filter against 168 postings: the scope is read first, and is all there is.
     scope_first = await ranked()
     assert {memory for memory, _ in scope_first} == tagged
     assert len({score for _, score in scope_first}) > 1
     assert statements == [10]
-    # With the ratio at 0 no scope is small enough: the rarest word's postings are checked against
-    # the filter, none passes, and the leg widens to every posting.
+    # With the ratio at 0 no scope is small enough: the candidates (the rare word's postings and
+    # the common word's best) are checked against the filter, none passes, and the leg widens to
+    # every posting.
     monkeypatch.setattr(engine, "SCOPE_FIRST_RATIO", 0)
     postings_first = await ranked()
     assert statements == [10, None]
@@ -226,18 +256,17 @@ async def test_a_widened_filter_without_a_tag_checks_the_best_first(narrow_clien
     rare, common = word(), word()
     for i in range(5):
         await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")
-    decision = common_pb2.MEMORY_KIND_DECISION
     # Outside the filter and first by score (four times the word), more of them than the leg keeps
     # (four times its 30 candidates): a filter applied after the cut would leave nothing.
     outside = {(await narrow_clients.write(ws, f"{common} {common} {common} {common} {i}.")).id for i in range(130)}
-    best = {
-        (await narrow_clients.write(ws, f"{common} {common} {common}, decided {i}.", kind=decision)).id
-        for i in range(20)
+    first = await narrow_clients.write(ws, f"{common} {common} {common}, decided 0.")
+    best = {first.id} | {
+        (await narrow_clients.write(ws, f"{common} {common} {common}, decided {i}.")).id for i in range(1, 20)
     }
-    rest = {(await narrow_clients.write(ws, f"A {common} decided, number {i}.", kind=decision)).id for i in range(130)}
+    rest = {(await narrow_clients.write(ws, f"A {common} decided, number {i}.")).id for i in range(130)}
     await wait_posted(narrow_clients.stack.dsn)
-    decisions = common_pb2.MemoryFilter(kinds=[decision])
-    found = ids(await narrow_clients.find(ws, f"{rare} {common}", mode="lexical", limit=20, filter=decisions))
+    since = common_pb2.MemoryFilter(created_after=first.created_at)
+    found = ids(await narrow_clients.find(ws, f"{rare} {common}", mode="lexical", limit=20, filter=since))
     assert set(found) == best
     assert not set(found) & (outside | rest)
     # Positive control: unfiltered, the notes outside the filter come first.

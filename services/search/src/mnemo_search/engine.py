@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import asyncpg
 import structlog
@@ -89,8 +89,11 @@ PROBE_RATIO = 10
 
 
 def _bm25(tf: str, length: str) -> str:
-    """One query word's BM25 contribution, given its weight row `w` and the statistics `s`."""
-    return f"w.idf * {tf} * {BM25_K1 + 1} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / s.avglen))"
+    """One query word's BM25 contribution, given its weight row `w` and the statistics `s`:
+    idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avglen)), the constant parts computed
+    once in `s` and all of it in float8 (a bare 0.3 is numeric in SQL, and numeric arithmetic on
+    every posting cost about a third of scoring 73,410 of them)."""
+    return f"w.idf * {tf} * {BM25_K1 + 1!r}::float8 / ({tf} + s.base + s.slope * {length})"
 
 
 def _tagged(scope: Scope, params: Params, table: str, columns: str, bound: str) -> str:
@@ -112,27 +115,39 @@ def _tagged(scope: Scope, params: Params, table: str, columns: str, bound: str) 
 
 def _statistics(scope: Scope, params: Params, words: str) -> str:
     """The CTEs every lexical statement starts with: the query's lexemes (`q`), their terms in the
-    workspaces read (`terms`), those workspaces' sizes (`s`) and each lexeme's df and idf (`w`).
+    workspaces read (`every`) and those of the kinds read (`terms`: the postings a statement
+    reads), those workspaces' sizes (`s`), and per lexeme (`w`) the postings of the kinds read
+    (`df`) and the idf.
 
-    idf is per workspace, summed over the workspaces the read reaches (a workspace and `global`),
-    so another workspace's vocabulary never weighs in; a lexeme no indexed chunk holds has df 0.
+    A term is a lexeme in one workspace and one kind (sql/0019_lexical_kinds.sql). idf is per
+    workspace, over every kind, summed over the workspaces the read reaches (a workspace and
+    `global`): another workspace's vocabulary never weighs in, and a kind filter narrows what is
+    read, never how it scores. A lexeme no indexed chunk holds has df 0.
     """
+    kept = f"t.kind = ANY({params.bind(list(scope.kinds))}::text[])" if scope.kinds else "true"
     return f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', {params.bind(words)}))),
-        terms AS (
-            SELECT t.id, t.lexeme, t.df FROM lexical_terms t JOIN q USING (lexeme)
+        every AS (
+            SELECT t.id, t.workspace_id, t.kind, t.lexeme, t.df, {kept} AS kept
+            FROM lexical_terms t JOIN q USING (lexeme)
             WHERE t.df > 0 AND {workspace_clause(scope.reach, params, "t.workspace_id")}
         ),
+        terms AS (SELECT id, workspace_id, kind, lexeme, df FROM every WHERE kept),
         s AS (
-            SELECT coalesce(sum(chunks), 0)::float8 AS n,
-                   greatest(coalesce(sum(length), 0)::float8 / greatest(coalesce(sum(chunks), 0), 1), 1) AS avglen
-            FROM lexical_sizes WHERE {workspace_clause(scope.reach, params, "workspace_id")}
+            SELECT n, {BM25_K1 * (1 - BM25_B)!r}::float8 AS base, {BM25_K1 * BM25_B!r}::float8 / avglen AS slope
+            FROM (
+                SELECT coalesce(sum(chunks), 0)::float8 AS n,
+                       greatest(coalesce(sum(length), 0)::float8 / greatest(coalesce(sum(chunks), 0), 1), 1) AS avglen
+                FROM lexical_sizes WHERE {workspace_clause(scope.reach, params, "workspace_id")}
+            ) x
         ),
         w AS (
             SELECT q.lexeme, coalesce(d.df, 0) AS df,
                    -- ln(1 + (N - df + 0.5) / (df + 0.5)), which is this; N never below df
-                   ln((greatest(s.n, coalesce(d.df, 0)) + 1) / (coalesce(d.df, 0) + 0.5)) AS idf
-            FROM q LEFT JOIN (SELECT lexeme, sum(df) AS df FROM terms GROUP BY lexeme) d USING (lexeme), s
+                   ln((greatest(s.n, coalesce(d.every, 0)) + 1) / (coalesce(d.every, 0) + 0.5)) AS idf
+            FROM q LEFT JOIN (
+                SELECT lexeme, sum(df) FILTER (WHERE kept) AS df, sum(df) AS every FROM every GROUP BY lexeme
+            ) d USING (lexeme), s
         )"""
 
 
@@ -146,33 +161,32 @@ def lexical_query(
     when nothing matches, one row with no chunk says `wanted` and `exhaustive`.
 
     Candidates come from the postings of the rarest query lexemes, while their document
-    frequencies add up to at most `candidates` (None: every posting of every lexeme), and each is
+    frequencies add up to at most `candidates` (None: every posting of every lexeme), made up from
+    the next lexeme's best postings when there are none or, under a filter, too few, and each is
     scored on every lexeme; chunks whose postings are not written yet (lexical_queue) are scored
     from their tsvector. History and as-of reads also read chunks the indexes leave out (not
     `indexed`): of those, the first `match_cap` the read may return that match any word
     (`any_words`, websearch_to_tsquery text) are scored from their tsvectors, with the same
     statistics. Under a tag filter whose chunks are few, they are the candidates instead, all of
-    them (`exhaustive`: widening would find no more).
+    them (`exhaustive`: widening would find no more, as when the candidates were every posting).
     """
     params = Params()
     head = _statistics(scope, params, words)
     scoped = build_scope(scope, params, memory="m", chunk="c")
     any_query = f"websearch_to_tsquery('{TS_CONFIG}', {params.bind(any_words)})"
-    rare = budget = ""
-    # In a large workspace a query of common words has a rarest word with tens of thousands of
-    # postings; the candidates are then its best `candidates` (in `candidates`), and only one of the two
-    # ways runs (`overflow`, decided once).
-    overflow = "false"
-    if candidates is not None:
-        budget = params.bind(candidates)
-        overflow = f"(SELECT coalesce(min(df), 0) > {budget} FROM w WHERE df > 0)"
-        rare = f"""JOIN (
-            SELECT lexeme FROM (
-                SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS running,
-                       row_number() OVER (ORDER BY df, lexeme) AS r
-                FROM w WHERE df > 0
-            ) x WHERE running <= {budget} OR r = 1
-        ) rare USING (lexeme)"""
+    budget = "" if candidates is None else params.bind(candidates)
+    quad = params.bind(limit * 4)
+    # Under a filter, candidates too few to fill the list make the leg widen (`cut` below): a
+    # filter other than kind may leave out candidates after they are scored, so their postings
+    # must come to four times the limit, the chunks the leg checks (`best` below); a kind filter's
+    # postings are all its kind's, so the limit is enough. Unfiltered, the leg never widens and
+    # returns the best of the rare words' chunks, however few: making them up from the next word
+    # cost 27 of 100 queries at 1M notes about 40 ms each (lexical p50 13.5 -> 21.2 ms in-process).
+    # It takes the next word's best only when there are no rare words: the rarest alone is over
+    # the budget.
+    short = "1"
+    if scope.filtered:
+        short = quad if replace(scope, kinds=()).filtered else params.bind(limit)
     # Whether the predicate is checked only on the scored chunks best first, until enough pass
     # (`best` below, which every statement has), and not also on the candidates before scoring:
     # widened, where every posting is a candidate, and as of a time, where a check reads versions
@@ -186,10 +200,11 @@ def lexical_query(
     # its best postings are taken first and the filter checked on the scored chunks best first:
     # checking each of its postings (tens of thousands at 1M notes) cost more than the rest of the
     # statement (measured at 1M notes, kind filter: p50 37.6 -> 15.7 ms in-process; 8 of 60
-    # top-30 lists changed, all still full).
+    # top-30 lists changed, all still full). A kind filter is the terms read (each kind's words are
+    # its own terms): with no other filter, there is nothing to check before scoring.
     kept = (
         f"JOIN chunks c ON c.id = p.chunk_id JOIN {scoped.source} ON m.id = c.memory_id WHERE {scoped.where}"
-        if scope.filtered and not lazy
+        if replace(scope, kinds=()).filtered and not lazy
         else ""
     )
     scope_first = ""
@@ -252,27 +267,48 @@ def lexical_query(
         ),"""
     else:
         posted = f"""
+        -- The rare words: the rarest while their postings add up to at most the budget; `held`,
+        -- their postings, and `next`, the rarest word beyond them. Every query word past the
+        -- budget makes the first of them `next`: a query of common words in a large workspace
+        -- (its rarest word has tens of thousands of postings at 1M notes), or one very rare word
+        -- beside common ones.
+        ranked AS MATERIALIZED (SELECT lexeme, sum(df) OVER (ORDER BY df, lexeme) AS running FROM w WHERE df > 0),
+        cut AS MATERIALIZED (
+            SELECT held, next, fill, beyond = 0 OR (held < {short} AND beyond = 1 AND total - held <= fill) AS whole
+            FROM (
+                SELECT coalesce(max(running) FILTER (WHERE running <= {budget}), 0) AS held,
+                       (SELECT lexeme FROM ranked WHERE running > {budget} ORDER BY running LIMIT 1) AS next,
+                       count(*) FILTER (WHERE running > {budget}) AS beyond, coalesce(max(running), 0) AS total
+                FROM ranked
+            ) x, LATERAL (SELECT greatest({budget}, {quad}) - held AS fill) f
+        ),
         candidates AS (
-            SELECT DISTINCT p.chunk_id FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id
-            {kept} {"AND" if kept else "WHERE"} NOT {overflow} AND {gate}
-            UNION ALL
+            SELECT p.chunk_id, t.workspace_id, t.kind
+            FROM ranked r JOIN terms t USING (lexeme) JOIN lexical_postings p ON p.term_id = t.id
+            {kept} {"AND" if kept else "WHERE"} r.running <= {budget} AND {gate}
+            UNION
             (
-                -- The rarest word alone has more postings than the budget (the rare words are just
-                -- it): its best by its share of the score, not all of them, nor the first found.
-                SELECT p.chunk_id
-                FROM terms t {rare} JOIN lexical_postings p ON p.term_id = t.id JOIN w ON w.lexeme = t.lexeme
-                CROSS JOIN s WHERE {overflow} AND {gate}
-                GROUP BY p.chunk_id
-                ORDER BY sum({_bm25("p.tf", "p.len")}) DESC, p.chunk_id
-                LIMIT greatest({budget}, {params.bind(limit * 4)})
+                -- When the rare words hold too few postings (`short`), the leg would come back
+                -- short, and under a filter widen to every posting of every word (at 1M notes,
+                -- 0.3-0.6 s). The next word's best postings by its share of the score make the
+                -- candidates up to the budget: not all of them, nor the first found. Each chunk
+                -- is one posting of a word, so no sum. This reads all of that word's postings: at
+                -- 1M notes about 30 ms for 73,410.
+                SELECT p.chunk_id, t.workspace_id, t.kind
+                FROM terms t JOIN lexical_postings p ON p.term_id = t.id JOIN w ON w.lexeme = t.lexeme
+                CROSS JOIN s
+                WHERE t.lexeme = (SELECT next FROM cut) AND (SELECT held FROM cut) < {short} AND {gate}
+                ORDER BY {_bm25("p.tf", "p.len")} DESC, p.chunk_id
+                LIMIT (SELECT fill FROM cut)
             )
         ),
         -- Each candidate is scored on every word one of two ways, chosen by how many postings
         -- the words hold against the probes the candidates would make (`probe`): with few
         -- postings, reading them all and matching them in a hash costs least; with many, each
         -- candidate probes each word's postings by key (LATERAL; OFFSET 0 keeps the planner from
-        -- flattening it into the join). The reused generic plan cannot see which: it hashed all
-        -- of them at 1M notes (320,916 postings, 85 of a statement's 144 ms).
+        -- flattening it into the join), under its own workspace's and kind's term only. The
+        -- reused generic plan cannot see which: it hashed all of them at 1M notes (320,916
+        -- postings, 85 of a statement's 144 ms).
         probe AS MATERIALIZED (
             SELECT coalesce(sum(df), 0) > {PROBE_RATIO} * {budget} * count(*) AS yes FROM w WHERE df > 0
         ),
@@ -281,6 +317,7 @@ def lexical_query(
             FROM candidates c CROSS JOIN LATERAL (
                 SELECT t.lexeme, p.tf, p.len FROM terms t
                 JOIN lexical_postings p ON p.term_id = t.id AND p.chunk_id = c.chunk_id
+                WHERE t.workspace_id = c.workspace_id AND t.kind = c.kind
                 OFFSET 0
             ) p
             JOIN w ON w.lexeme = p.lexeme CROSS JOIN s
@@ -318,9 +355,14 @@ def lexical_query(
             WHERE c.id = x.chunk_id AND {scoped.where}
         ) y
         ORDER BY x.score DESC, x.chunk_id
-        LIMIT {params.bind(limit * 4)}"""
+        LIMIT {quad}"""
     # One row at least, so `wanted` comes back when nothing matched (memory_id NULL then).
-    exhaustive = "(SELECT yes FROM small)" if scope_first else "false"
+    # Every chunk in scope holding a query word was scored when a small tag's chunks were read
+    # first, or when the candidates were every posting of every word (`whole`: all the words
+    # within the budget, or all but one whose postings the fill took whole): widening would read
+    # the same postings again.
+    read = [] if candidates is None else ["(SELECT whole FROM cut)"]
+    exhaustive = " OR ".join(read + (["(SELECT yes FROM small)"] if scope_first else [])) or "false"
     sql = f"""
         WITH {head},
         {chunk_scores}

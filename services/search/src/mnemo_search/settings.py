@@ -35,8 +35,8 @@ class SearchSettings:
         "MNEMO_LEXICAL_CANDIDATES",
         1000,
         "Lexical candidates: postings of the rarest query words while their document frequencies add up"
-        " to at most this (the rarest word always, its best this many when it alone has more); see"
-        " docs/lexical-bm25.md.",
+        " to at most this, made up from the next word's best when there are none or, under a filter, too"
+        " few; see docs/lexical-bm25.md.",
         parse_positive_int,
     )
     lexical_match_cap: int = setting(
