@@ -166,7 +166,8 @@ async def test_a_selective_filter_does_not_come_back_short(
 ) -> None:
     ws = (await narrow_clients.workspace()).id
     rare, common = word(), word()
-    rare_notes = {(await narrow_clients.write(ws, f"The {rare} and {common} note {i}.")).id for i in range(5)}
+    rare_written = [await narrow_clients.write(ws, f"The {rare} and {common} note {i}.") for i in range(5)]
+    rare_notes = {m.id for m in rare_written}
     # More than the candidates hold, each shorter than a kept note, so they outscore them.
     items = [ipb.WriteMemoryRequest(workspace=ws, content=f"A {common} note {i}.") for i in range(150)]
     written = await narrow_clients.ingest.WriteMemories(ipb.WriteMemoriesRequest(items=items))
@@ -186,6 +187,13 @@ async def test_a_selective_filter_does_not_come_back_short(
     assert len(filtered.hits) == 10 and set(ids(filtered)) <= {m.id for m in kept}
     assert not set(ids(filtered)) & plain
     assert statements == [10, None]
+    # Positive control: a time filter that keeps the plain notes too is met by the candidates the
+    # common word's best postings made up (engine.lexical_query, `cut`), in one statement.
+    statements.clear()
+    since_rare = common_pb2.MemoryFilter(created_after=rare_written[0].created_at)
+    made_up = await narrow_clients.find(ws, query, mode="lexical", limit=10, filter=since_rare)
+    assert set(ids(made_up)[:5]) == rare_notes and set(ids(made_up)[5:]) <= plain and len(made_up.hits) == 10
+    assert statements == [10]
     # A kind filter reads its kind's postings only (sql/0019_lexical_kinds.sql): its candidates
     # are the kept notes, and one statement returns ten of them.
     statements.clear()
