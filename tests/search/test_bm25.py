@@ -256,6 +256,28 @@ async def test_a_tag_filter_ranks_alike_reading_the_scope_or_the_postings(
     assert not {memory for memory, _ in postings_first} & plain
 
 
+async def test_a_kind_filter_widens_when_its_candidates_are_too_few(
+    narrow_clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a kind filter alone the candidates can still be too few (the rare word's one posting
+    and the next word's, with a third word beyond the budget): the leg widens to every posting of
+    its kind and returns every decision holding a query word."""
+    ws = (await narrow_clients.workspace()).id
+    rare, second, third = word(), word(), word()
+    decision = common_pb2.MEMORY_KIND_DECISION
+    decided = {(await narrow_clients.write(ws, f"We chose {rare} for it.", kind=decision)).id}
+    for w in (second, third):
+        decided |= {(await narrow_clients.write(ws, f"We chose {w} plan {i}.", kind=decision)).id for i in range(12)}
+    notes = {(await narrow_clients.write(ws, f"A {second} and {third} note {i}.")).id for i in range(5)}
+    await wait_posted(narrow_clients.stack.dsn)
+    statements = counting(monkeypatch)
+    decisions = common_pb2.MemoryFilter(kinds=[decision])
+    found = await lexical(narrow_clients, ws, f"{rare} {second} {third}", filter=decisions)
+    assert set(found) == decided and statements == [10, None]
+    # Positive control: unfiltered, the notes of the other kind hold the words too.
+    assert notes <= set(await lexical(narrow_clients, ws, second))
+
+
 async def test_a_widened_filter_without_a_tag_checks_the_best_first(narrow_clients: Clients) -> None:
     """Widened under a filter with no tag, the postings are scored first and the filter checked
     best first until enough pass: higher-scoring notes outside the filter are skipped, and the

@@ -184,9 +184,13 @@ def lexical_query(
     # cost 27 of 100 queries at 1M notes about 40 ms each (lexical p50 13.5 -> 21.2 ms in-process).
     # It takes the next word's best only when there are no rare words: the rarest alone is over
     # the budget.
+    # Whether a filter leaves out postings the terms read hold: a kind filter is the terms read
+    # (each kind's words are its own terms), so under it alone nothing is left out.
+    discarding = replace(scope, kinds=()).filtered
+    # (Bound only for a statement with a budget: a value its text never names is an error.)
     short = "1"
-    if scope.filtered:
-        short = quad if replace(scope, kinds=()).filtered else params.bind(limit)
+    if scope.filtered and candidates is not None:
+        short = quad if discarding else params.bind(limit)
     # Whether the predicate is checked only on the scored chunks best first, until enough pass
     # (`best` below, which every statement has), and not also on the candidates before scoring:
     # widened, where every posting is a candidate, and as of a time, where a check reads versions
@@ -200,11 +204,10 @@ def lexical_query(
     # its best postings are taken first and the filter checked on the scored chunks best first:
     # checking each of its postings (tens of thousands at 1M notes) cost more than the rest of the
     # statement (measured at 1M notes, kind filter: p50 37.6 -> 15.7 ms in-process; 8 of 60
-    # top-30 lists changed, all still full). A kind filter is the terms read (each kind's words are
-    # its own terms): with no other filter, there is nothing to check before scoring.
+    # top-30 lists changed, all still full). Under a kind filter alone there is nothing to check.
     kept = (
         f"JOIN chunks c ON c.id = p.chunk_id JOIN {scoped.source} ON m.id = c.memory_id WHERE {scoped.where}"
-        if replace(scope, kinds=()).filtered and not lazy
+        if discarding and not lazy
         else ""
     )
     scope_first = ""
@@ -361,8 +364,9 @@ def lexical_query(
     # first, or when the candidates were every posting of every word (`whole`: all the words
     # within the budget, or all but one whose postings the fill took whole): widening would read
     # the same postings again.
-    read = [] if candidates is None else ["(SELECT whole FROM cut)"]
-    exhaustive = " OR ".join(read + (["(SELECT yes FROM small)"] if scope_first else [])) or "false"
+    exhaustive = "false" if candidates is None else "(SELECT whole FROM cut)"
+    if scope_first:
+        exhaustive += " OR (SELECT yes FROM small)"
     sql = f"""
         WITH {head},
         {chunk_scores}

@@ -10,8 +10,8 @@
 -- search returns, never how it scores (engine._statistics).
 --
 -- The postings are rebuilt once under the poster's lock: each under its kind's term. Set-based,
--- in this transaction (at 28 million postings, 1M notes, about ten minutes; a few seconds at a
--- few thousand notes).
+-- in this transaction (at 28 million postings, 1M notes, about seven minutes; a few seconds at
+-- a few thousand notes).
 SELECT lexical_lock(true);
 
 -- Each posting with its term's workspace and lexeme and its memory's kind, while the old tables stand.
