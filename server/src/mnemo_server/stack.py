@@ -28,6 +28,8 @@ from mnemo_wire import ContentSettings, TrustSettings
 log = structlog.get_logger("mnemo.up")
 
 FREE_PORT = "127.0.0.1:0"
+# How long `mnemo up` waits, once its services have started, for the gateway to reach each of them.
+CONNECT_TIMEOUT_S = 5.0
 
 
 class PortReservation:
@@ -132,7 +134,9 @@ class Stack:
 
     The gateway starts first, on addresses reserved for ingest and search, so an agent's MCP
     `initialize` is answered while PostgreSQL, the services and the model are still starting;
-    a tool called in that window gets a clear UNAVAILABLE error rather than a hang.
+    a tool called in that window gets a clear UNAVAILABLE error rather than a hang. Once the
+    services have started, the gateway connects to each (Backends.connect), so a call made after
+    start() returns reaches them.
     """
 
     config: StackConfig
@@ -226,6 +230,13 @@ class Stack:
             await self._start(self.harvest)
             if cfg.auth.enabled:
                 self.bootstrap_token = await parts["bootstrap_admin_token"](self.dsn)
+            # A call in the start-up window left its channel refused and waiting out gRPC's
+            # reconnect backoff: without this, a write right after the banner failed for up to a
+            # few seconds ("ingest is unavailable") though ingest was serving.
+            assert self.gateway.backends is not None
+            unreached = await self.gateway.backends.connect(CONNECT_TIMEOUT_S)
+            if unreached:
+                log.warning("gateway_services_unreached", channels=unreached, timeout_s=CONNECT_TIMEOUT_S)
         except BaseException:
             await self.stop()
             raise

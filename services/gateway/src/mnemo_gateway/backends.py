@@ -34,42 +34,76 @@ HEALTH_TIMEOUT_S = 1.0
 
 
 class Backends:
-    """Channels and stubs to ingest and search, opened at start-up and closed at shutdown."""
+    """Channels and stubs to ingest, search and (optionally) harvest, opened at start-up and closed
+    at shutdown."""
 
     def __init__(self, ingest_target: str, search_target: str, timeout_s: float, harvest_target: str = "") -> None:
-        self._ingest_channel = open_channel(
-            ingest_target,
-            INGEST,
-            timeout_s,
-            method_timeouts={
-                "RescanRedactions": LONG_RUN_TIMEOUT_S,
-                "RestoreMemories": LONG_RUN_TIMEOUT_S,
-                "Consolidate": LONG_RUN_TIMEOUT_S,
-            },
-        )
-        self._search_channel = open_channel(
-            search_target, SEARCH, timeout_s, method_timeouts={"ExportMemories": LONG_RUN_TIMEOUT_S}
-        )
-        self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
-        # A write with an idempotency key is stored once however often it is sent (a repeat answers
-        # `replayed`), so it goes over a channel of its own that also retries WriteMemory on
-        # UNAVAILABLE: a keyed write cut by a lost ingest replica lands on another, unseen by the
-        # client. A write without a key is never repeated (it could be stored twice).
-        self._keyed_channel = open_channel(ingest_target, INGEST, timeout_s, also_retried=KEYED_WRITES)
-        self.keyed = ingest_service_pb2_grpc.IngestServiceStub(self._keyed_channel)
-        self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
         self.targets = {"ingest": ingest_target, "search": search_target}
         # Harvest is optional (a gateway in front of ingest and search only still works).
-        self._harvest_channel = (
-            open_channel(harvest_target, HARVEST, timeout_s, method_timeouts={"Run": LONG_RUN_TIMEOUT_S})
-            if harvest_target
-            else None
-        )
+        if harvest_target:
+            self.targets["harvest"] = harvest_target
+        self._openers: dict[str, Callable[[], grpc.aio.Channel]] = {
+            "ingest": lambda: open_channel(
+                ingest_target,
+                INGEST,
+                timeout_s,
+                method_timeouts={
+                    "RescanRedactions": LONG_RUN_TIMEOUT_S,
+                    "RestoreMemories": LONG_RUN_TIMEOUT_S,
+                    "Consolidate": LONG_RUN_TIMEOUT_S,
+                },
+            ),
+            # A write with an idempotency key is stored once however often it is sent (a repeat
+            # answers `replayed`), so it goes over a channel of its own that also retries
+            # WriteMemory on UNAVAILABLE: a keyed write cut by a lost ingest replica lands on
+            # another, unseen by the client. A write without a key is never repeated (it could be
+            # stored twice).
+            "keyed": lambda: open_channel(ingest_target, INGEST, timeout_s, also_retried=KEYED_WRITES),
+            "search": lambda: open_channel(
+                search_target, SEARCH, timeout_s, method_timeouts={"ExportMemories": LONG_RUN_TIMEOUT_S}
+            ),
+        }
+        if harvest_target:
+            self._openers["harvest"] = lambda: open_channel(
+                harvest_target, HARVEST, timeout_s, method_timeouts={"Run": LONG_RUN_TIMEOUT_S}
+            )
+        self._channels = {name: opener() for name, opener in self._openers.items()}
+        self._stubs()
+
+    def _stubs(self) -> None:
+        self._ingest_channel = self._channels["ingest"]
+        self._search_channel = self._channels["search"]
+        self._harvest_channel = self._channels.get("harvest")
+        self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._ingest_channel)
+        self.keyed = ingest_service_pb2_grpc.IngestServiceStub(self._channels["keyed"])
+        self.search = search_service_pb2_grpc.SearchServiceStub(self._search_channel)
         self.harvest = (
             harvest_service_pb2_grpc.HarvestServiceStub(self._harvest_channel) if self._harvest_channel else None
         )
-        if harvest_target:
-            self.targets["harvest"] = harvest_target
+
+    async def connect(self, timeout_s: float) -> list[str]:
+        """Connects every channel now, within `timeout_s`; returns the names of those that could not.
+
+        A channel that was refused (its service not listening yet: `mnemo up` starts the gateway
+        first) waits out gRPC's reconnect backoff, up to 5 s (mnemo_platform.channels), before it
+        tries again, and fails every call meanwhile. So a channel in that state is replaced by a
+        new one, which dials at once: once the services have started, the first call reaches them."""
+        for name, channel in list(self._channels.items()):
+            if channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                self._channels[name] = self._openers[name]()
+                # A call still on the old channel is failing already (it fails fast while refused).
+                await channel.close(grace=None)
+        self._stubs()
+
+        async def ready(channel: grpc.aio.Channel) -> bool:
+            try:
+                await asyncio.wait_for(channel.channel_ready(), timeout_s)
+            except TimeoutError:
+                return False
+            return True
+
+        states = await asyncio.gather(*(ready(channel) for channel in self._channels.values()))
+        return [name for name, up in zip(self._channels, states, strict=True) if not up]
 
     def search_failing(self) -> bool:
         """Whether the channel to search has failed to connect and not yet reconnected."""
@@ -115,11 +149,8 @@ class Backends:
         return dict(zip(channels, states, strict=True))
 
     async def close(self) -> None:
-        await self._ingest_channel.close()
-        await self._keyed_channel.close()
-        await self._search_channel.close()
-        if self._harvest_channel is not None:
-            await self._harvest_channel.close()
+        for channel in self._channels.values():
+            await channel.close()
 
 
 def service_of(method: Any) -> str:
