@@ -12,13 +12,16 @@ from datetime import UTC, datetime
 import asyncpg
 import numpy as np
 import pytest
+from pgvector.asyncpg import register_vector
 
 from mnemo_embed import HashEmbedder
 from mnemo_search import engine
-from mnemo_search.engine import lexical_query, semantic_query
+from mnemo_search.engine import lexical_query, semantic_query, session_settings
+from mnemo_search.settings import SearchSettings
+from mnemo_server.stack import Stack
 from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue, reads
 from mnemo_store import memories as db
-from tests.helpers import Postgres, insert_note, migrated_pool
+from tests.helpers import Clients, Postgres, ids, insert_note, migrated_pool
 
 
 async def _plan(conn: asyncpg.Connection, sql: str, values: list[object]) -> str:
@@ -74,7 +77,7 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
                     assert "chunk_vectors_unindexed" in semantic_plan, (name, semantic_plan)
                 # Every mode answers, index or not.
                 assert len(await conn.fetch(lexical[0], *lexical[1])) == 40, name
-                assert len(await conn.fetch(semantic[0], *semantic[1])) == 30, name
+                assert len(await conn.fetch(semantic[0], *semantic[1])) == engine.semantic_rows(10), name
     finally:
         await pool.close()
 
@@ -163,8 +166,8 @@ async def test_a_small_tag_s_nearest_vectors_come_back_whichever_join_the_planne
             await conn.execute("SET LOCAL enable_nestloop = off")
             found = await conn.fetch(sql, *values)
         # Compared by similarity, not id: notes the same distance away may come in either order.
-        best = sorted(similarity.values(), reverse=True)[:30]
-        assert len(found) == 30 < len(texts)
+        best = sorted(similarity.values(), reverse=True)[: engine.semantic_rows(10)]
+        assert len(found) == engine.semantic_rows(10) < len(texts)
         assert [similarity[r["chunk_id"]] for r in found] == pytest.approx(best, abs=1e-5)
         assert [r["score"] for r in found] == pytest.approx(best, abs=1e-5)
     finally:
@@ -254,3 +257,57 @@ async def test_status_counts_read_indexes_alone_and_count_as_reads_do(postgres: 
         assert (counts.memories, counts.embedded, counts.pending) == (29, 30, 0)
     finally:
         await pool.close()
+
+
+async def test_a_semantic_leg_whose_nearest_chunks_hold_too_few_notes_reads_further(
+    hash_stack: Stack, hash_clients: Clients
+) -> None:
+    """The semantic leg first reads engine.semantic_rows(limit) chunks. Twelve notes of eight
+    chunks each, every chunk near the query and a note's chunks nearer each other than the next
+    note's: those chunks hold only a few of the notes, so the leg reads further
+    (engine.SEMANTIC_WIDE_ROWS) and a semantic search returns all twelve."""
+    ws = await hash_clients.workspace()
+    written = []
+    for i in range(12):
+        paragraphs = [
+            # 150 words: no two paragraphs fit one chunk.
+            " ".join(
+                ["quokka orbital ledger"] * (6 + 3 * i) + [f"shard{i}"] * (147 - 3 * (6 + 3 * i)) + [f"piece{j}"] * 3
+            )
+            for j in range(8)
+        ]
+        memory = await hash_clients.write(ws.id, "\n\n".join(paragraphs), title=f"Ledger {i}")
+        written.append(memory.id)
+    chunks = await asyncpg.connect(hash_stack.dsn)
+    try:
+        counts = await chunks.fetch(
+            "SELECT count(*) AS n FROM chunks WHERE memory_id = ANY($1::uuid[]) GROUP BY memory_id",
+            [uuid.UUID(m) for m in written],
+        )
+        assert [r["n"] for r in counts] == [8] * 12  # each note is eight chunks
+    finally:
+        await chunks.close()
+    for memory_id in written:
+        await hash_clients.wait_embedded(memory_id, ws.id)
+
+    found = await hash_clients.find(ws.id, "quokka orbital ledger", mode="semantic", limit=12)
+    assert sorted(ids(found)) == sorted(written), ids(found)
+    assert not found.degraded
+
+    # Control: the first read alone (the chunks a search for 30 candidates asks for) holds fewer
+    # than the twelve notes, so the answer above needed the second.
+    depth = max(12, SearchSettings().candidates)
+    embedder = HashEmbedder(64)  # the stack's
+    embedder.start()
+    vector = (await embedder.embed(["quokka orbital ledger"]))[0]
+    sql, values = semantic_query(Scope(reach=Reach((ws.id, GLOBAL_WORKSPACE))), vector, depth)
+    conn = await asyncpg.connect(hash_stack.dsn)
+    try:
+        await register_vector(conn)
+        for name, value in session_settings(SearchSettings()).items():
+            await conn.execute(f"SET {name} = '{value}'")
+        rows = await conn.fetch(sql, *values)
+    finally:
+        await conn.close()
+    assert len(rows) == engine.semantic_rows(depth)
+    assert len({r["memory_id"] for r in rows}) < 12, {r["memory_id"] for r in rows}
