@@ -441,7 +441,7 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
     params = Params()
     bound_vector = params.bind(vector)
     scoped = build_scope(scope, params, memory="m", chunk="v")
-    rows = params.bind(rows or semantic_rows(limit))
+    bound = params.bind(rows or semantic_rows(limit))
     head = gate = exact = ""
     if scope.tags:
         # The HNSW scan applies the filter to what it walks: a tag 1 % of the notes hold makes it
@@ -473,7 +473,7 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
                 OFFSET 0
             ) y
             ORDER BY x.distance, x.chunk_id
-            LIMIT {rows}"""
+            LIMIT {bound}"""
 
     def nearest(extra: str) -> str:
         return f"""
@@ -481,7 +481,7 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
             FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
             WHERE {scoped.where}{extra}
             ORDER BY v.embedding <=> {bound_vector}
-            LIMIT {rows}"""
+            LIMIT {bound}"""
 
     if scope.indexed_only:
         body = nearest(gate)
@@ -489,10 +489,10 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
         body = f"""
             SELECT * FROM (({nearest(" AND v.indexed" + gate)}) UNION ALL ({nearest(" AND NOT v.indexed")})) x
             ORDER BY distance
-            LIMIT {rows}"""
+            LIMIT {bound}"""
     if exact:
         # The tag's indexed vectors, or the graph; the vectors the indexes leave out either way.
-        body = f"SELECT * FROM (({exact}) UNION ALL ({body})) x ORDER BY distance LIMIT {rows}"
+        body = f"SELECT * FROM (({exact}) UNION ALL ({body})) x ORDER BY distance LIMIT {bound}"
     sql = f"{head}\nSELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
     return sql, params.values
 
