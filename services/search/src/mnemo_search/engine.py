@@ -425,7 +425,7 @@ SEMANTIC_WIDE_ROWS = 10
 
 def semantic_rows(limit: int) -> int:
     """The chunks the semantic leg first asks for, for `limit` memories."""
-    return limit + -(-limit // 3)
+    return limit + (limit + 2) // 3  # a third more, rounded up
 
 
 def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = None) -> tuple[str, list[object]]:
