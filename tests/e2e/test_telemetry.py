@@ -298,10 +298,15 @@ def complete(service: str, method: str) -> Any:
 
     def ready(spans: list[Span]) -> bool:
         kinds = {(s.service, s.kind, s.attributes.get("rpc.method")) for s in spans}
+        clients = [
+            s for s in spans if (s.service, s.kind, s.attributes.get("rpc.method")) == ("mnemo-gateway", CLIENT, method)
+        ]
         return (
-            ("mnemo-gateway", CLIENT, method) in kinds
+            bool(clients)
             and (f"mnemo-{service}", SERVER, method) in kinds
-            and any(s.service == "mnemo-gateway" and s.kind == SERVER for s in spans)
+            # Every span between the gateway's HTTP span and its client span has arrived too: the
+            # gateway exports them in batches, and on a busy machine the middle one came later.
+            and any(any(a.service == "mnemo-gateway" and a.kind == SERVER for a in chain(c, spans)) for c in clients)
             and any(is_db(s) and s.service == f"mnemo-{service}" for s in spans)
         )
 
