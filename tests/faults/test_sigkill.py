@@ -57,8 +57,19 @@ class Load:
         # kill lands while writes are outstanding, however long the restarts take.
         self.limit = total
         self.opened = asyncio.Event()
+        # A writer that met an answer it must not retry stops the drill at once (the waits below
+        # raise it), rather than leaving its keys unwritten and the drill waiting for them.
+        self.failure: BaseException | None = None
 
     async def writer(self, n: int) -> None:
+        try:
+            await self._write_share(n)
+        except BaseException as exc:
+            self.failure = self.failure or exc
+            self.progress.set()
+            raise
+
+    async def _write_share(self, n: int) -> None:
         async with httpx.AsyncClient(base_url=self.base, timeout=15) as http:
             for i in range(n, self.total, WRITERS):
                 while i >= self.limit:
@@ -82,7 +93,9 @@ class Load:
                             self.tries.append((sent, time.perf_counter()))
                             self.progress.set()
                             break
-                        assert response.status_code == 503, (key, response.status_code, response.text)
+                        # 503: a service is down; 504: it did not answer in time (a restart under
+                        # load). Either way the keyed write may be sent again: it is stored once.
+                        assert response.status_code in (503, 504), (key, response.status_code, response.text)
                     await asyncio.sleep(delay + random.random() * delay)
                     delay = min(delay * 2, 0.5)
 
@@ -90,10 +103,19 @@ class Load:
         self.limit = limit
         self.opened.set()
 
-    async def wait_for(self, count: int) -> None:
+    async def wait_for(self, count: int, timeout: float = 120) -> None:
+        """Waits until `count` writes are acknowledged; raises a writer's failure, or after `timeout`
+        seconds without one more acknowledged write."""
         while len(self.acknowledged) < count:
+            if self.failure is not None:
+                raise AssertionError(f"a writer failed: {self.failure!r}") from self.failure
             self.progress.clear()
-            await self.progress.wait()
+            try:
+                await asyncio.wait_for(self.progress.wait(), timeout)
+            except TimeoutError:
+                raise AssertionError(
+                    f"no write acknowledged for {timeout} s: {len(self.acknowledged)} of {count}; {dict(self.answers)}"
+                ) from None
 
 
 @dataclass
@@ -130,7 +152,7 @@ async def kill_at_random(load: Load, victims: list[str], kill_and_restart, drill
         # victim is not on the write path).
         while not (after := [acked for sent, acked in load.tries if sent >= killed]):
             load.open_to(max(load.limit, len(load.acknowledged) + 2 * WRITERS))
-            await asyncio.wait_for(load.wait_for(len(load.acknowledged) + 1), timeout=60)
+            await load.wait_for(len(load.acknowledged) + 1, timeout=60)
         drill.kills.append(Kill(victim, serving, min(after) - killed))
     load.open_to(load.total)
 
@@ -299,6 +321,10 @@ async def test_sigkill_of_mnemo_up_during_writes_loses_nothing() -> None:
         last.process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(last.process.wait(), timeout=60) == 0, last.output()
         assert not server_processes(pgdata), "PostgreSQL left running after the last mnemo up stopped"
+    except BaseException:
+        if procs:
+            print(f"last mnemo up (of {len(procs)}):\n{procs[-1].output()}")
+        raise
     finally:
         for task in tasks:
             task.cancel()

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import httpx
+import pytest
 
+from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo_embed import HashEmbedder
+from mnemo_gateway.backends import Backends, call
+from mnemo_gateway.errors import CallError
 from mnemo_server.stack import Stack, StackConfig
+from tests.e2e.test_processes import free_port
 from tests.helpers import Postgres, stack_env
 
 API = "/api/v1"
@@ -52,3 +58,26 @@ async def test_a_write_right_after_start_succeeds_though_the_gateway_was_refused
         if not starting.done():
             starting.cancel()
         await stack.stop()
+
+
+async def test_connecting_leaves_a_keyed_write_already_retrying_on_a_refused_channel_to_end_as_unavailable() -> None:
+    """connect() replaces a refused channel; a keyed write still retrying on the old one must end
+    as UNAVAILABLE (a 503 its client retries), not be cancelled (a bare 500)."""
+    nowhere = f"127.0.0.1:{free_port()}"
+    backends = Backends(nowhere, nowhere, timeout_s=10)
+    try:
+        assert "ingest" in await backends.down()
+        old = backends.keyed
+        request = ingest_pb.WriteMemoryRequest(workspace="w", content="a note", idempotency_key="k-1")
+        # The keyed channel retries WriteMemory on UNAVAILABLE with backoff, so the call stays in
+        # flight for a while on a refused channel.
+        writing = asyncio.create_task(call(backends.keyed.WriteMemory, request))
+        await asyncio.sleep(0.05)
+        assert not writing.done()
+        assert await backends.connect(0.2) == ["ingest", "keyed", "search"]
+        assert backends.keyed is not old  # control: the refused channel was replaced
+        with pytest.raises(CallError) as failed:
+            await writing
+        assert failed.value.code == grpc.StatusCode.UNAVAILABLE, failed.value.message
+    finally:
+        await backends.close()

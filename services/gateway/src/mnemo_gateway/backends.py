@@ -68,6 +68,7 @@ class Backends:
                 harvest_target, HARVEST, timeout_s, method_timeouts={"Run": LONG_RUN_TIMEOUT_S}
             )
         self._channels = {name: opener() for name, opener in self._openers.items()}
+        self._retired: list[grpc.aio.Channel] = []
         self._stubs()
 
     def _stubs(self) -> None:
@@ -91,8 +92,10 @@ class Backends:
         for name, channel in list(self._channels.items()):
             if channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
                 self._channels[name] = self._openers[name]()
-                # A call still on the old channel is failing already (it fails fast while refused).
-                await channel.close(grace=None)
+                # Closed only at shutdown: a call still on it (a keyed write waiting out its retries)
+                # ends on its own, answered or failed. Closing it now cancelled such a call, and
+                # the caller got a bare 500 instead of a 503 to retry.
+                self._retired.append(channel)
         self._stubs()
 
         async def ready(channel: grpc.aio.Channel) -> bool:
@@ -149,7 +152,7 @@ class Backends:
         return dict(zip(channels, states, strict=True))
 
     async def close(self) -> None:
-        for channel in self._channels.values():
+        for channel in [*self._channels.values(), *self._retired]:
             await channel.close()
 
 
