@@ -345,6 +345,67 @@ async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
         await stack.stop()
 
 
+class _CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting its calls."""
+
+    calls = 0
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        self.calls += 1
+        return await super().embed(texts)
+
+
+@pytest.mark.parametrize(
+    ("fails_after_s", "embedded_before"),
+    [(0.05, 0), (1.0, 1)],
+    ids=["while-the-batch-waits-for-writes-to-pause", "after-the-model-finished-the-batch"],
+)
+async def test_a_batch_whose_next_claim_fails_is_handed_back_at_once(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch, fails_after_s: float, embedded_before: int
+) -> None:
+    """While the model runs on one batch the worker claims the next. If that claim fails (the
+    database going away), the batch is abandoned and must be handed back, not left leased for the
+    whole lease (300 s; a fault drill waited out its 60 s for three such chunks): both while the
+    batch still waits for the process's writes to pause (mnemo_ingest.activity, 0.25 s after the
+    last write) and once the model has finished it (its vectors are never stored)."""
+    embedder = _CountingEmbedder(64)
+    seen_at_failure: list[int] = []
+    answered_rows: list[bool] = [False]
+    real_claim = embed_queue.claim
+
+    async def next_claim_fails_once(
+        pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None
+    ) -> list[asyncpg.Record]:
+        if answered_rows[-1] and not seen_at_failure:
+            # The claim of the next batch, made while the first is being embedded.
+            await asyncio.sleep(fails_after_s)
+            seen_at_failure.append(embedder.calls)
+            raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+        rows = await real_claim(pool, limit, lease_s, lease)
+        answered_rows.append(bool(rows))
+        return rows
+
+    monkeypatch.setattr(embed_queue, "claim", next_claim_fails_once)
+    dsn = await postgres.create_database()
+    stack = await start_stack(dsn, embedder)
+    clients = Clients(stack)
+    conn = await asyncpg.connect(dsn)
+    try:
+        ws = await clients.workspace()
+        await clients.write(ws.id, "a note whose batch was abandoned when the next claim failed")
+        # Within 30 s, where the lease is 300 s: handed back, claimed again, stored.
+        await _one_embedded(clients, ws.id)
+        # Control: the claim failed after one that leased the chunk, at the moment meant (before
+        # the model ran, or after).
+        assert seen_at_failure == [embedded_before], (seen_at_failure, answered_rows)
+        assert answered_rows.count(True) >= 2, answered_rows
+        assert await conn.fetchval("SELECT count(*) FROM embed_queue") == 0
+    finally:
+        await conn.close()
+        await clients.close()
+        await stack.stop()
+
+
 async def test_a_store_cut_by_the_database_counts_no_attempt(
     postgres: Postgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -169,12 +169,15 @@ class EmbeddingWorkers:
             try:
                 following = await self._claim()
             except BaseException:
-                await _finish(embedding)
+                await self._abandon(embedding, batch)
                 raise
             try:
-                pairs = await embedding  # a cancelled embedding hands its own batch back
+                pairs = await embedding
+            except asyncio.CancelledError:
+                await self._release(following)  # a cancelled embedding hands its own batch back
+                raise
             except BaseException:
-                await self._release(following)
+                await self._release(batch + following)
                 raise
             if self._outage_since is not None:
                 # The embedder went away: the next batch waits for the next try, not for the lease.
@@ -185,8 +188,8 @@ class EmbeddingWorkers:
                 await self._store(pairs)
             except BaseException:
                 if embedding is not None:
-                    await _finish(embedding)
-                await self._release(batch + following)  # what was stored is no longer pending: untouched
+                    await self._abandon(embedding, following)
+                await self._release(batch)  # what was stored is no longer pending: untouched
                 raise
             batch = following
         return taken
@@ -201,6 +204,20 @@ class EmbeddingWorkers:
             # leased and unseen for the whole lease (a fault drill waited out 60 s for one such chunk).
             self._owed_leases.add(lease)
             raise
+
+    async def _abandon(self, embedding: asyncio.Task[Any], rows: list[asyncpg.Record]) -> None:
+        """Cancels the embedding of `rows` and makes sure they are handed back. Cancelled in
+        flight, it hands them back itself; one that had already finished (a fast embedder, or a
+        model done just before the database failed) returned vectors nobody will store, and its
+        chunks stayed leased for the whole lease (a fault drill waited out its 60 s for three)."""
+        embedding.cancel()
+        try:
+            await embedding
+        except asyncio.CancelledError:
+            return
+        except BaseException:
+            pass
+        await self._release(rows)
 
     async def _release(self, rows: list[asyncpg.Record]) -> None:
         """Hands leased chunks back; if the database cannot take them now (it is what failed), they
@@ -225,9 +242,11 @@ class EmbeddingWorkers:
         """The batch's vectors, outside any transaction; failures are recorded, the rest returned.
 
         The model starts once this process's writes pause (mnemo_ingest.activity)."""
-        await self.activity.pause()
         inputs = [Chunk(0, r["context"], r["text"]).embedding_input() for r in rows]
         try:
+            # Inside the try: cancelled while it waits for writes to pause (the next claim failed
+            # under a write load), the batch is handed back too; it used to stay leased.
+            await self.activity.pause()
             vectors = await self.embedder.embed(inputs)
             self._recovered()
             return list(zip(rows, vectors, strict=True))
@@ -341,10 +360,3 @@ class EmbeddingWorkers:
         )
         chunks_embedded.add(len(ids), {"outcome": "error"})
         log.warning("chunks_embed_failed", count=len(ids), error=error[:300])
-
-
-async def _finish(task: asyncio.Task[Any]) -> None:
-    """Cancels an in-flight embedding and waits for it to hand its claims back."""
-    task.cancel()
-    with contextlib.suppress(BaseException):
-        await task
