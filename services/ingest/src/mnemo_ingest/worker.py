@@ -214,9 +214,9 @@ class EmbeddingWorkers:
         try:
             await embedding
         except asyncio.CancelledError:
-            return
-        except BaseException:
-            pass
+            return  # cancelled in flight: it handed its batch back itself
+        except Exception as exc:
+            log.info("embed_abandoned_batch_failed", error=describe_error(exc)[:300])
         await self._release(rows)
 
     async def _release(self, rows: list[asyncpg.Record]) -> None:
