@@ -369,6 +369,7 @@ async def test_a_batch_whose_next_claim_fails_is_handed_back_at_once(
     batch still waits for the process's writes to pause (mnemo_ingest.activity, 0.25 s after the
     last write) and once the model has finished it (its vectors are never stored)."""
     embedder = _CountingEmbedder(64)
+    failing: list[bool] = []
     seen_at_failure: list[int] = []
     answered_rows: list[bool] = [False]
     real_claim = embed_queue.claim
@@ -376,8 +377,10 @@ async def test_a_batch_whose_next_claim_fails_is_handed_back_at_once(
     async def next_claim_fails_once(
         pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None
     ) -> list[asyncpg.Record]:
-        if answered_rows[-1] and not seen_at_failure:
-            # The claim of the next batch, made while the first is being embedded.
+        if answered_rows[-1] and not failing:
+            # The claim of the next batch, made while the first is being embedded (taken at once:
+            # another worker's claim may come in during the sleep).
+            failing.append(True)
             await asyncio.sleep(fails_after_s)
             seen_at_failure.append(embedder.calls)
             raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
