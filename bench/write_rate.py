@@ -267,9 +267,9 @@ def embedded_times(data_dir: Path, workspace: str, started_at: float) -> list[fl
     return asyncio.run(read())
 
 
-def embed_rate(times: list[float], window: float = 2.0, step: float = 0.5) -> list[tuple[float, float]]:
+def embed_rate(times: list[float], window: float = 5.0, step: float = 0.5) -> list[tuple[float, float]]:
     """Notes embedded per second over the last `window` seconds, every `step` seconds, from the
-    sorted times each was embedded (a shorter window shows the model's batches, not its rate)."""
+    sorted times each was embedded (a shorter window shows the model's batches of 32, not its rate)."""
     rates = []
     at = window
     while times and at <= times[-1] + step:
@@ -374,7 +374,10 @@ def main(argv: list[str] | None = None) -> int:
                 wait_drained(client, base)
                 print(f"importing {len(texts):,} notes in batches of {args.batch} …", flush=True)
                 imported = batch_import(base, "import", texts, args.batch, args.in_flight, checks=10)
-                imported["embedded_times"] = embedded_times(Path(data_dir), "import", imported["started_at"])
+                # Kept in the results (to the millisecond), so the rates can be worked out again.
+                imported["embedded_times"] = [
+                    round(t, 3) for t in embedded_times(Path(data_dir), "import", imported["started_at"])
+                ]
                 # Again once the server is idle: a shared machine's speed drifts over a run, and the
                 # pipeline ran between the two.
                 print("the raw model again (server idle) …", flush=True)
@@ -395,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "notes_per_s": statistics.mean([raw_before["notes_per_s"], raw_after["notes_per_s"]]),
     }
     raw_time = len(texts) / raw["notes_per_s"]
-    times = imported.pop("embedded_times")
+    times = imported["embedded_times"]
     if len(times) != len(texts):
         raise RuntimeError(f"{len(times)} of the {len(texts)} imported notes have a vector")
     imported["drained_s"] = times[-1]
