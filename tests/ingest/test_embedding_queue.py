@@ -166,18 +166,23 @@ class GatedEmbedder(HashEmbedder):
         self.loaded = asyncio.Event()
         self.gate = asyncio.Event()
         self.started = asyncio.Event()
+        self.entered: list[int] = []
+        """entered holds the size of each batch handed to the embedder, in order."""
 
     async def wait_ready(self) -> None:
         await self.loaded.wait()
         await super().wait_ready()
 
     async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        self.entered.append(len(texts))
         self.started.set()
         await self.gate.wait()
         return await super().embed(texts)
 
 
-async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_meanwhile(postgres: Postgres) -> None:
+async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_and_tokenised_meanwhile(
+    postgres: Postgres,
+) -> None:
     dsn = await postgres.create_database()
     gated = GatedEmbedder()
     stack = await start_stack(dsn, gated, MNEMO_EMBED_BATCH_SIZE="2")
@@ -199,6 +204,14 @@ async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_meanwhile(p
 
         # One batch in the model, the next already claimed: four chunks leased, the fifth waits.
         await eventually(two_batches_claimed, timeout=15)
+
+        async def next_batch_handed_over() -> bool:
+            return len(gated.entered) == 2
+
+        # The next batch is already with the embedder (where the local model tokenises it, then
+        # waits for the current batch's run), while the first is still held.
+        await eventually(next_batch_handed_over, timeout=15)
+        assert gated.entered == [2, 2]
         # No row lock and no open transaction while the model runs: another writer takes every row at once.
         async with conn.transaction():
             locked = await conn.fetch("SELECT id FROM chunks FOR UPDATE NOWAIT")

@@ -135,9 +135,19 @@ class _OnnxBackend:
         self._tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer.no_padding()
         self._pad_id = int(self._tokenizer.token_to_id("[PAD]") or 0)
+        # Batches run one at a time: the embedding worker tokenises its next batch while the model
+        # runs on the current one (mnemo_ingest.worker), and two batches at once would only share
+        # the same cores. A query has its own session and never waits here.
+        self._batch_lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
+        if len(texts) == 1:
+            return self._run(texts, encodings, self._query_session)
+        with self._batch_lock:
+            return self._run(texts, encodings, self._session)
+
+    def _run(self, texts: list[str], encodings: list[Any], session: Any) -> np.ndarray:
         # Longest first, in runs of similar length: little padding.
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         out: np.ndarray | None = None
@@ -151,7 +161,6 @@ class _OnnxBackend:
                 ids[row, :n] = encodings[i].ids
                 mask[row, :n] = 1
             inputs = {onnx_graph.INPUT_IDS: ids, onnx_graph.ATTENTION_MASK: mask}
-            session = self._query_session if len(texts) == 1 else self._session
             vectors = np.asarray(session.run([onnx_graph.OUTPUT], inputs)[0], dtype=np.float32)
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)

@@ -159,7 +159,8 @@ class EmbeddingWorkers:
     async def _drain(self) -> int:
         """Embeds batches until the queue is empty; returns how many chunks were taken (0: nothing
         was due). The model never waits for the database: while it runs on one batch, the next is
-        claimed and the one before stored, and it starts on the next as soon as it is done."""
+        claimed and tokenised and the one before stored, and it starts on the next as soon as it
+        is done."""
         taken = 0
         await self._settle_owed()
         batch = await self._claim()
@@ -171,19 +172,22 @@ class EmbeddingWorkers:
             except BaseException:
                 await self._abandon(embedding, batch)
                 raise
+            # Started at once, so the next batch's texts are tokenised while the model runs on this
+            # one; the model still takes one batch at a time (the embedder queues its runs).
+            upcoming = asyncio.create_task(self._embed(following)) if following else None
             try:
                 pairs = await embedding
-            except asyncio.CancelledError:
-                await self._release(following)  # a cancelled embedding hands its own batch back
+            except BaseException as exc:
+                if upcoming is not None:
+                    await self._abandon(upcoming, following)
+                if not isinstance(exc, asyncio.CancelledError):
+                    await self._release(batch)  # a cancelled embedding hands its own batch back
                 raise
-            except BaseException:
-                await self._release(batch + following)
-                raise
-            if self._outage_since is not None:
+            if self._outage_since is not None and upcoming is not None:
                 # The embedder went away: the next batch waits for the next try, not for the lease.
-                await self._release(following)
-                following = []
-            embedding = asyncio.create_task(self._embed(following)) if following else None
+                await self._abandon(upcoming, following)
+                following, upcoming = [], None
+            embedding = upcoming
             try:
                 await self._store(pairs)
             except BaseException:
