@@ -14,12 +14,12 @@ model on onnxruntime); this process is the client, over HTTP. Measured in one ru
    in `POST /api/v1/memories:batch` calls as `mnemo import` makes them (batches of 200, two in
    flight): committed notes/s over the import's wall time, and each sampled batch's last note
    looked up by lexical search right after its call returns;
-4. the backlog: when each note of the import was embedded, read from its stored vector
-   (`chunk_vectors.embedded_at`, the time its batch was stored) once no chunk is pending: the
-   embed rate over time, the pipeline's steady rate (the middle 80 % of the notes), and the drain
-   time (from the import's first call to its last vector stored) against the raw model's time for
-   the same notes. `GET /api/v1/status` is polled meanwhile only to learn when the backlog has
-   drained, every 2 s: each poll counts the queue on the cores the model runs on, so polling for
+4. the backlog: when each note of the import was embedded, read from its stored vectors
+   (`chunk_vectors.embedded_at` of its last chunk, when that batch was stored) once no chunk is
+   pending: the embed rate over time, the pipeline's steady rate (the middle 80 % of the notes),
+   and the drain time (from the import's first call to its last vector stored) against the raw
+   model's time for the same notes. `GET /api/v1/status` is polled meanwhile only to learn when
+   the backlog has drained, every 2 s: each poll counts the queue on the cores the model runs on, so polling for
    the figures themselves (every 0.5 s, as this benchmark did before) took from what it measured.
 
 Prints a table and writes bench/results/write_rate.json and write_rate.png (commit and embed rate

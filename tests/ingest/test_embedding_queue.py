@@ -313,9 +313,11 @@ async def _one_embedded(clients: Clients, workspace: str) -> None:
     await eventually(embedded, timeout=30, interval=0.2)
 
 
-async def _ours(pool: asyncpg.Pool, database: str) -> bool:
-    """Whether `pool` is the test's own stack's: a patched claim is seen by every stack alive in
-    the process (the suite's shared ones too), whose claims must go through untouched."""
+async def _ours(pool: asyncpg.Pool, dsn: str) -> bool:
+    """Whether `pool` is the test's own stack's (on the database of `dsn`): a patched claim is seen
+    by every stack alive in the process (the suite's shared ones too), whose claims must go
+    through untouched."""
+    database = dsn.partition("?")[0].rsplit("/", 1)[1]
     return bool(await pool.fetchval("SELECT current_database() = $1", database))
 
 
@@ -333,13 +335,12 @@ async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
         pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None
     ) -> list[asyncpg.Record]:
         rows = await real_claim(pool, limit, lease_s, lease)
-        if rows and not lost and await _ours(pool, database):
+        if rows and not lost and await _ours(pool, dsn):
             lost.append(lease)
             raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
         return rows
 
     dsn = await postgres.create_database()
-    database = dsn.partition("?")[0].rsplit("/", 1)[1]
     monkeypatch.setattr(embed_queue, "claim", answer_lost_once)
     stack = await start_stack(dsn, HashEmbedder(64))
     clients = Clients(stack)
@@ -365,16 +366,6 @@ async def test_a_claim_whose_answer_is_lost_is_handed_back_by_its_lease(
         await stack.stop()
 
 
-class _CountingEmbedder(HashEmbedder):
-    """The hash embedder, counting its calls."""
-
-    calls = 0
-
-    async def embed(self, texts: list[str]) -> list[np.ndarray]:
-        self.calls += 1
-        return await super().embed(texts)
-
-
 @pytest.mark.parametrize(
     ("fails_after_s", "embedded_before"),
     [(0.05, 0), (1.0, 1)],
@@ -388,7 +379,9 @@ async def test_a_batch_whose_next_claim_fails_is_handed_back_at_once(
     whole lease (300 s; a fault drill waited out its 60 s for three such chunks): both while the
     batch still waits for the process's writes to pause (mnemo_ingest.activity, 0.25 s after the
     last write) and once the model has finished it (its vectors are never stored)."""
-    embedder = _CountingEmbedder(64)
+    embedder = GatedEmbedder()  # opened at once: it only counts the batches it is handed
+    embedder.loaded.set()
+    embedder.gate.set()
     failing: list[bool] = []
     seen_at_failure: list[int] = []
     answered_rows: list[bool] = [False]
@@ -397,21 +390,20 @@ async def test_a_batch_whose_next_claim_fails_is_handed_back_at_once(
     async def next_claim_fails_once(
         pool: asyncpg.Pool, limit: int, lease_s: float, lease: uuid.UUID | None = None
     ) -> list[asyncpg.Record]:
-        if not await _ours(pool, database):
+        if not await _ours(pool, dsn):
             return await real_claim(pool, limit, lease_s, lease)
         if answered_rows[-1] and not failing:
             # The claim of the next batch, made while the first is being embedded (taken at once:
             # another worker's claim may come in during the sleep).
             failing.append(True)
             await asyncio.sleep(fails_after_s)
-            seen_at_failure.append(embedder.calls)
+            seen_at_failure.append(len(embedder.entered))
             raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
         rows = await real_claim(pool, limit, lease_s, lease)
         answered_rows.append(bool(rows))
         return rows
 
     dsn = await postgres.create_database()
-    database = dsn.partition("?")[0].rsplit("/", 1)[1]
     monkeypatch.setattr(embed_queue, "claim", next_claim_fails_once)
     stack = await start_stack(dsn, embedder)
     clients = Clients(stack)
