@@ -16,11 +16,12 @@ from pgvector.asyncpg import register_vector
 
 from mnemo_embed import HashEmbedder
 from mnemo_search import engine
-from mnemo_search.engine import lexical_query, semantic_query, session_settings
+from mnemo_search.engine import SearchEngine, lexical_query, semantic_query, session_settings
 from mnemo_search.settings import SearchSettings
 from mnemo_server.stack import Stack
 from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue, reads
 from mnemo_store import memories as db
+from mnemo_wire import TrustSettings
 from tests.helpers import Clients, Postgres, ids, insert_note, migrated_pool
 
 
@@ -310,4 +311,15 @@ async def test_a_semantic_leg_whose_nearest_chunks_hold_too_few_notes_reads_furt
     finally:
         await conn.close()
     assert len(rows) == engine.semantic_rows(depth)
-    assert len({r["memory_id"] for r in rows}) < 12, {r["memory_id"] for r in rows}
+    first = {r["memory_id"] for r in rows}
+    assert len(first) < 12, first
+
+    # When those memories are enough to fill the results asked for, the leg keeps them and reads no
+    # further: its candidates are the first read's, fewer than the depth. Control: asked for more
+    # results than they hold, the same leg reads further and returns as many as asked.
+    leg = SearchEngine(hash_stack.search.pool, embedder, SearchSettings(), TrustSettings())
+    scope = Scope(reach=Reach((ws.id, GLOBAL_WORKSPACE)))
+    kept = await leg.semantic_leg(scope, "quokka orbital ledger", depth, len(first))
+    assert {h.memory_id for h in kept.hits} == first
+    widened = await leg.semantic_leg(scope, "quokka orbital ledger", depth, 12)
+    assert {h.memory_id for h in widened.hits} == {uuid.UUID(m) for m in written}
