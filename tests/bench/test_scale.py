@@ -100,6 +100,9 @@ def test_vectors_beyond_the_base_are_copies_stored_as_the_worker_stores_them(rep
         assert state["vectors"] == state["chunks"] and state["memories"] == size["notes"]
         assert size["relation_bytes"]["chunk_vectors_embedding"] > 0
         assert size["step"]["prewarmed_blocks"]["chunk_vectors_embedding"] > 0
+        # The lexical leg's postings too: the index it reads them from (docs/lexical-bm25.md).
+        assert size["relation_bytes"]["lexical_postings_pkey"] > 0
+        assert size["step"]["prewarmed_blocks"]["lexical_postings_pkey"] > 0
     assert report["vectors"]["embedded_base_notes"] == 100
     assert report["postgres"]["shared_buffers"] == "128MB"
 
