@@ -518,7 +518,6 @@ async def relation_sizes(pool: Any) -> dict[str, int]:
     """Bytes on disk of the tables and indexes the searches read (index sizes size the buffers)."""
     names = (
         "chunks",
-        "chunks_tsv",
         "chunk_vectors",
         "chunk_vectors_embedding",
         "memories",
@@ -533,7 +532,7 @@ async def relation_sizes(pool: Any) -> dict[str, int]:
         list(names),
     )
     # An index's own size; a table's with its indexes and TOAST; then the whole database.
-    index = ("_tsv", "_embedding", "_pkey")
+    index = ("_embedding", "_pkey")
     sizes = {r["relname"]: int(r["main"] if r["relname"].endswith(index) else r["total"]) for r in rows}
     sizes["database"] = int(await pool.fetchval("SELECT pg_database_size(current_database())"))
     return sizes
@@ -541,10 +540,10 @@ async def relation_sizes(pool: Any) -> dict[str, int]:
 
 # The relations every search reads, most used first: what a server that has been answering for a
 # while holds in shared_buffers. pg_prewarm ships with PostgreSQL (the embedded build included).
-# The lexical leg reads the postings index-only and the terms by their key (docs/lexical-bm25.md);
-# the full-text index is read for chunks whose postings are not written yet and by as-of reads.
-# Until 2026-12-04 the postings were left out (the list predates them): each query's first
-# request, always its hybrid one, read its words' postings from the OS cache.
+# The lexical leg reads the postings index-only and the terms by their key (docs/lexical-bm25.md).
+# Until 2026-12-04 the postings were left out (the list predated them, and still named the
+# full-text index they replaced): each query's first request, always its hybrid one, read its
+# words' postings from the OS cache.
 PREWARMED = (
     "chunk_vectors_embedding",
     "lexical_postings_pkey",
@@ -553,7 +552,6 @@ PREWARMED = (
     "memories_pkey",
     "memories",
     "chunk_vectors_memory",
-    "chunks_tsv",
 )
 
 
