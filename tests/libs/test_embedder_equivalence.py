@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -212,3 +213,45 @@ def test_nothing_is_evicted_from_a_missing_cache_directory(tmp_path: Path) -> No
     # Positive control: the same call on a directory holding an older build removes it.
     (tmp_path / f"model-{'1' * 24}.onnx").write_bytes(b"x")
     assert onnx_graph.evict_stale(tmp_path / f"model-{'0' * 24}.onnx") == [tmp_path / f"model-{'1' * 24}.onnx"]
+
+
+def _nice(task: int) -> int:
+    """The nice value Linux keeps for one thread of this process (field 19 of its stat)."""
+    stat = Path(f"/proc/self/task/{task}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
+async def test_batches_run_at_a_lower_priority_than_queries_and_the_rest(tmp_path: Path) -> None:
+    """The worker's batches run on a thread of their own at BATCH_NICE, and so do the threads
+    onnxruntime made for their session; a query runs on its caller's thread, whose priority and
+    the rest of the process's are untouched."""
+    from mnemo_embed import local
+
+    before = {int(t.name) for t in Path("/proc/self/task").iterdir()}
+    model = LocalEmbedder(cache_dir=tmp_path, threads=2)
+    model.start()
+    await model.wait_ready()
+    await model.embed(["a batch", "of two texts"])
+    batch_thread = next(t for t in threading.enumerate() if t.name.startswith("embed-batch"))
+    assert _nice(batch_thread.native_id) == local.BATCH_NICE > 0
+    # onnxruntime's own thread for the batch session (two threads: the caller and one more).
+    python_threads = {t.native_id for t in threading.enumerate()}
+    made = {int(t.name) for t in Path("/proc/self/task").iterdir()} - before - python_threads
+    assert any(_nice(task) == local.BATCH_NICE for task in made), {task: _nice(task) for task in made}
+
+    # Controls: a query is computed on the thread that asks for it, at that thread's priority: it
+    # is answered while the batch thread is held.
+    def query_on_this_thread() -> int:
+        model._encode(["a query"])
+        return _nice(threading.get_native_id())
+
+    held = threading.Event()
+    backend = model._backend
+    assert isinstance(backend, local._OnnxBackend)
+    holding = backend._batches.submit(held.wait)
+    try:
+        assert await asyncio.wait_for(asyncio.to_thread(query_on_this_thread), 60) == 0
+    finally:
+        held.set()
+        holding.result()
+    assert _nice(threading.get_native_id()) == 0

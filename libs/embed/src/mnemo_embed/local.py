@@ -11,7 +11,9 @@ import asyncio
 import atexit
 import json
 import os
+import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -75,6 +77,24 @@ class _Backend(Protocol):
 # Threads of the query session (_OnnxBackend): one, whatever MNEMO_EMBED_THREADS gives the batches.
 QUERY_THREADS = 1
 
+# The nice value of the threads that compute batches (_OnnxBackend): the embedding worker's model
+# keeps both cores busy for minutes after an import, and at the same priority it took turns with
+# everything else the server does meanwhile, its own claims and stores included. Lower, it yields
+# to them and runs on whatever they leave (a 10,000-note drain, one run each: 0.93 -> 0.98 of the
+# raw model's rate, bench/README.md). Linux keeps a nice value per thread, and a thread starts
+# with its creator's.
+BATCH_NICE = 10
+
+
+def _yield_to_requests() -> None:
+    """Gives the calling thread, and the threads it creates from now on, BATCH_NICE."""
+    if sys.platform != "linux":
+        return  # elsewhere PRIO_PROCESS names a process: the whole server would be lowered
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BATCH_NICE)
+    except OSError as exc:
+        log.warning("embedder_batch_priority_unchanged", error=str(exc))
+
 
 def _session_options(threads: int, spinning: bool) -> Any:
     import onnxruntime
@@ -113,15 +133,25 @@ class _OnnxBackend:
         providers = ["CPUExecutionProvider"]
         cached = onnx_graph.graph_file(path, cache_dir)
         graph = onnx_graph.cached_graph(path, cached)
+
+        def batch_session(graph: str | bytes) -> Any:
+            return onnxruntime.InferenceSession(graph, _session_options(threads, True), providers=providers)
+
+        # Batches run on a thread of their own at BATCH_NICE, one at a time (the embedding worker
+        # tokenises its next batch while the model runs on the current one, mnemo_ingest.worker, and
+        # two batches at once would only share the same cores). Their session is made there, so
+        # onnxruntime's threads for it start at that priority too. A query has its own session, runs
+        # on its caller's thread, and never waits here.
+        self._batches = ThreadPoolExecutor(1, thread_name_prefix="embed-batch", initializer=_yield_to_requests)
         try:
-            self._session = onnxruntime.InferenceSession(graph, _session_options(threads, True), providers=providers)
+            self._session = self._batches.submit(batch_session, graph).result()
         except Exception:
             if not isinstance(graph, str):
                 raise
             # A cached file onnxruntime refuses (damaged, or from an incompatible build): build anew.
             log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
             graph = onnx_graph.cached_graph(path, cached, rebuild=True)
-            self._session = onnxruntime.InferenceSession(graph, _session_options(threads, True), providers=providers)
+            self._session = self._batches.submit(batch_session, graph).result()
         self._query_session = onnxruntime.InferenceSession(
             graph, _session_options(QUERY_THREADS, False), providers=providers
         )
@@ -135,17 +165,12 @@ class _OnnxBackend:
         self._tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer.no_padding()
         self._pad_id = int(self._tokenizer.token_to_id("[PAD]") or 0)
-        # Batches run one at a time: the embedding worker tokenises its next batch while the model
-        # runs on the current one (mnemo_ingest.worker), and two batches at once would only share
-        # the same cores. A query has its own session and never waits here.
-        self._batch_lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         if len(texts) == 1:
             return self._run(texts, encodings, self._query_session)
-        with self._batch_lock:
-            return self._run(texts, encodings, self._session)
+        return self._batches.submit(self._run, texts, encodings, self._session).result()
 
     def _run(self, texts: list[str], encodings: list[Any], session: Any) -> np.ndarray:
         # Longest first, in runs of similar length: little padding.
