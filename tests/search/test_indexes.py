@@ -12,11 +12,10 @@ from datetime import UTC, datetime
 import asyncpg
 import numpy as np
 import pytest
-from pgvector.asyncpg import register_vector
 
 from mnemo_embed import HashEmbedder
 from mnemo_search import engine
-from mnemo_search.engine import SearchEngine, lexical_query, semantic_query, session_settings
+from mnemo_search.engine import SearchEngine, lexical_query, semantic_query
 from mnemo_search.settings import SearchSettings
 from mnemo_server.stack import Stack
 from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue, reads
@@ -301,15 +300,12 @@ async def test_a_semantic_leg_whose_nearest_chunks_hold_too_few_notes_reads_furt
     embedder = HashEmbedder(64)  # the stack's
     embedder.start()
     vector = (await embedder.embed(["quokka orbital ledger"]))[0]
-    sql, values = semantic_query(Scope(reach=Reach((ws.id, GLOBAL_WORKSPACE))), vector, depth)
-    conn = await asyncpg.connect(hash_stack.dsn)
-    try:
-        await register_vector(conn)
-        for name, value in session_settings(SearchSettings()).items():
-            await conn.execute(f"SET {name} = '{value}'")
-        rows = await conn.fetch(sql, *values)
-    finally:
-        await conn.close()
+    scope = Scope(reach=Reach((ws.id, GLOBAL_WORKSPACE)))
+    # The search service's own pool: its connections carry the HNSW settings (session_settings).
+    search_pool = hash_stack.search.pool
+    assert search_pool is not None
+    sql, values = semantic_query(scope, vector, depth)
+    rows = await search_pool.fetch(sql, *values)
     assert len(rows) == engine.semantic_rows(depth)
     first = {r["memory_id"] for r in rows}
     assert len(first) < 12, first
@@ -317,8 +313,7 @@ async def test_a_semantic_leg_whose_nearest_chunks_hold_too_few_notes_reads_furt
     # When those memories are enough to fill the results asked for, the leg keeps them and reads no
     # further: its candidates are the first read's, fewer than the depth. Control: asked for more
     # results than they hold, the same leg reads further and returns as many as asked.
-    leg = SearchEngine(hash_stack.search.pool, embedder, SearchSettings(), TrustSettings())
-    scope = Scope(reach=Reach((ws.id, GLOBAL_WORKSPACE)))
+    leg = SearchEngine(search_pool, embedder, SearchSettings(), TrustSettings())
     kept = await leg.semantic_leg(scope, "quokka orbital ledger", depth, len(first))
     assert {h.memory_id for h in kept.hits} == first
     widened = await leg.semantic_leg(scope, "quokka orbital ledger", depth, 12)
