@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 from google.protobuf import timestamp_pb2
+from pgvector import Vector
 
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
@@ -165,14 +166,8 @@ async def _change_while_a_worker_stores(
         stored = worker.transaction()
         await stored.start()
         await worker.execute("DELETE FROM embed_queue WHERE chunk_id = $1", chunk_id)
-        await worker.execute(
-            "INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding) "
-            "SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $2, $3 "
-            "FROM chunks c WHERE c.id = $1",
-            chunk_id,
-            model,
-            vector,
-        )
+        # The worker's own statement (embed_queue.store_vectors runs it after dequeuing).
+        await worker.execute(embed_queue._STORE, [chunk_id], [Vector(vector)], model)
 
         async def run_change() -> None:
             async with pool.acquire() as conn, conn.transaction():

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from google.protobuf import timestamp_pb2
+from pgvector import Vector
 from pgvector.asyncpg import register_vector
 
 from mnemo.common.v1 import common_pb2
@@ -354,7 +355,7 @@ async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind
         assert await pool.fetchval("SELECT df FROM lexical_terms WHERE lexeme = 'ferri'") == 3
 
         async with pool.acquire() as conn:
-            assert await apply_migrations(conn, migrations) == ["0019_lexical_kinds.sql"]
+            assert await apply_migrations(conn, migrations[: upto + 1]) == ["0019_lexical_kinds.sql"]
         # The same postings, each now under its note's kind.
         assert [tuple(r) for r in await pool.fetch(_POSTINGS)] == before
         terms = {
@@ -378,6 +379,78 @@ async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind
         # Positive control: unfiltered, the notes come back too.
         everything = await clients.find(GLOBAL_WORKSPACE, "ferry", mode="lexical")
         assert set(ids(everything)) == {str(decided), str(later)} | {str(n) for n, _ in notes}
+    finally:
+        await clients.close()
+        await stack.stop()
+
+
+# How the worker stored a vector before 0020: every column but the kind.
+_STORE_BEFORE_0020 = """
+INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
+SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $2, $3 FROM chunks c WHERE c.id = $1
+"""
+
+
+async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vectors(postgres: Postgres) -> None:
+    dsn = await postgres.create_database()
+    embedder = HashEmbedder(64)
+    embedder.start()
+    migrations = load_migrations()
+    upto = next(i for i, m in enumerate(migrations) if m.name == "0020_vector_kinds.sql")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn, migrations[:upto])
+        await ensure_embedding_space(conn, embedder.model, embedder.dimension)
+    finally:
+        await conn.close()
+    pool = await open_pool(dsn)
+    try:
+        noted, _ = await insert_note(pool, "The ferry to pier one leaves at noon.")
+        decided, _ = await insert_note(pool, "We decided the ferry leaves from pier one.", kind="decision")
+        # The vectors as the worker stored them before 0020: no kind.
+        claimed = await pool.fetch("SELECT id, text FROM chunks ORDER BY id")
+        vectors = await embedder.embed([r["text"] for r in claimed])
+        for row, vector in zip(claimed, vectors, strict=True):
+            await pool.execute(_STORE_BEFORE_0020, row["id"], embedder.model, Vector(vector))
+        await pool.execute("DELETE FROM embed_queue")
+        # Positive control: the index the migration drops is there before it.
+        assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 1
+
+        async with pool.acquire() as conn:
+            assert await apply_migrations(conn, migrations) == ["0020_vector_kinds.sql"]
+        kinds = {r["memory_id"]: r["kind"] for r in await pool.fetch("SELECT memory_id, kind FROM chunk_vectors")}
+        assert kinds == {noted: "note", decided: "decision"}
+        assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 0
+        # No default is left: a writer that forgets the kind is refused, not given a blank one.
+        with pytest.raises(asyncpg.NotNullViolationError):
+            # (NOT NULL is checked before the key: the chunk already has its vector.)
+            await pool.execute(_STORE_BEFORE_0020, claimed[0]["id"], embedder.model, Vector(vectors[0]))
+    finally:
+        await pool.close()
+
+    # A stack on the migrated database builds the index again; the worker writes a new note's kind.
+    stack = await start_stack(dsn, embedder)
+    clients = Clients(stack)
+    try:
+        later = await clients.write(
+            GLOBAL_WORKSPACE, "A later decision: the ferry leaves from pier two.", kind=common_pb2.MEMORY_KIND_DECISION
+        )
+        await clients.wait_embedded(later.id, GLOBAL_WORKSPACE)
+        conn = await asyncpg.connect(dsn)
+        try:
+            hnsw = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'")
+            assert await conn.fetchval("SELECT kind FROM chunk_vectors WHERE memory_id = $1", uuid.UUID(later.id)) == (
+                "decision"
+            )
+        finally:
+            await conn.close()
+        assert "hnsw" in hnsw
+        decisions = common_pb2.MemoryFilter(kinds=[common_pb2.MEMORY_KIND_DECISION])
+        found = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic", filter=decisions)
+        assert set(ids(found)) == {str(decided), later.id}
+        # Positive control: unfiltered, the note comes back too.
+        everything = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic")
+        assert set(ids(everything)) == {str(noted), str(decided), later.id}
     finally:
         await clients.close()
         await stack.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import asyncpg
@@ -141,6 +142,71 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
         found, ran = await run("enable_seqscan", "enable_bitmapscan", "enable_sort")
         assert ran == {"exact": 0, "index": 1, "walked": True}, ran
         assert {r["memory_id"] for r in found} == tagged
+    finally:
+        await pool.close()
+
+
+async def test_a_kind_filter_drops_other_kinds_on_the_vector_scan_and_looks_up_only_what_passes(
+    postgres: Postgres,
+) -> None:
+    """Each vector carries its memory's kind (sql/0020_vector_kinds.sql), written with the vector;
+    under a kind filter the HNSW scan drops the other kinds itself, so a memory is looked up only
+    for a vector that passed, and the leg returns the kind's nearest notes."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    try:
+        decisions: set[uuid.UUID] = set()
+        for i in range(200):
+            kind = "decision" if i % 5 == 0 else "note"
+            memory_id, _ = await insert_note(pool, f"harbour log {i}: the keeper saw {i % 7} ships", kind=kind)
+            if kind == "decision":
+                decisions.add(memory_id)
+        await _embed_queued(pool, embedder, 200)
+        await pool.execute("VACUUM ANALYZE")
+        copies = await pool.fetch(
+            "SELECT v.kind, m.kind AS own FROM chunk_vectors v JOIN memories m ON m.id = v.memory_id"
+        )
+        assert len(copies) == 200 and all(r["kind"] == r["own"] for r in copies)
+        assert sum(r["kind"] == "decision" for r in copies) == len(decisions) == 40
+        query_vector = (await embedder.embed(["the keeper saw 3 ships"]))[0]
+        rows = await pool.fetch(
+            "SELECT v.embedding FROM chunk_vectors v WHERE v.memory_id = ANY($1::uuid[])", list(decisions)
+        )
+        nearest = sorted((float(np.dot(r["embedding"].to_numpy(), query_vector)) for r in rows), reverse=True)
+
+        async def run(scope: Scope) -> tuple[list[asyncpg.Record], dict[str, int]]:
+            """The rows, and the actual rows out of the HNSW scan and the lookups of a memory."""
+            sql, values = semantic_query(scope, query_vector, 10)
+            async with pool.acquire() as conn, conn.transaction():
+                # The index, as in a large workspace, and every node's loops counted.
+                await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                await conn.execute("SET LOCAL hnsw.ef_search = 400")
+                for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort", "enable_hashjoin"):
+                    await conn.execute(f"SET LOCAL {setting} = off")
+                plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values))
+                counted = {"vectors": 0, "lookups": 0}
+                nodes = [plan[0]["Plan"]]
+                while nodes:
+                    node = nodes.pop()
+                    nodes += node.get("Plans", [])
+                    if node.get("Index Name") == "chunk_vectors_embedding":
+                        counted["vectors"] += node["Actual Rows"] * node["Actual Loops"]
+                    elif node.get("Relation Name") == "memories":
+                        counted["lookups"] += node["Actual Loops"]
+                return await conn.fetch(sql, *values), counted
+
+        everything = Scope(reach=Reach((GLOBAL_WORKSPACE,)))
+        found, counted = await run(replace(everything, kinds=["decision"]))
+        assert {r["memory_id"] for r in found} <= decisions
+        assert sorted((r["score"] for r in found), reverse=True) == pytest.approx(nearest[: len(found)])
+        assert len(found) == engine.semantic_rows(10)
+        # Every vector out of the scan is a decision: one memory looked up for each.
+        assert counted["lookups"] == counted["vectors"] == len(found), counted
+        # Control: unfiltered, the nearest vectors are mostly notes, looked up the same way.
+        found, counted = await run(everything)
+        assert {r["memory_id"] for r in found} - decisions
+        assert counted["lookups"] == counted["vectors"] == len(found), counted
     finally:
         await pool.close()
 

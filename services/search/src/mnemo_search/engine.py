@@ -475,11 +475,15 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
             ORDER BY x.distance, x.chunk_id
             LIMIT {bound}"""
 
+    # The vector's copy of its memory's kind (sql/0020_vector_kinds.sql): the HNSW scan drops the
+    # other kinds itself, and only the vectors that pass cost a lookup of their memory.
+    kinds = f" AND v.kind = ANY({params.bind(list(scope.kinds))}::text[])" if scope.kinds else ""
+
     def nearest(extra: str) -> str:
         return f"""
             SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
             FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
-            WHERE {scoped.where}{extra}
+            WHERE {scoped.where}{kinds}{extra}
             ORDER BY v.embedding <=> {bound_vector}
             LIMIT {bound}"""
 
