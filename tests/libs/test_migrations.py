@@ -21,6 +21,7 @@ from mnemo_ingest import IngestApp
 from mnemo_ingest.settings import IngestSettings
 from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, load_migrations, open_pool
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
+from mnemo_store.migrations import Migration
 from mnemo_store.settings import DatabaseSettings
 from tests.helpers import Clients, Postgres, ids, insert_note, start_stack
 
@@ -333,18 +334,25 @@ ORDER BY 1, 2
 """
 
 
-async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind(postgres: Postgres) -> None:
+async def _migrated_up_to(postgres: Postgres, name: str) -> tuple[str, HashEmbedder, list[Migration], int]:
+    """A new database migrated up to (not including) migration `name`, with its embedding space:
+    its address, the embedder, every migration, and `name`'s index among them."""
     dsn = await postgres.create_database()
     embedder = HashEmbedder(64)
     embedder.start()
     migrations = load_migrations()
-    upto = next(i for i, m in enumerate(migrations) if m.name == "0019_lexical_kinds.sql")
+    upto = next(i for i, m in enumerate(migrations) if m.name == name)
     conn = await asyncpg.connect(dsn)
     try:
         await apply_migrations(conn, migrations[:upto])
         await ensure_embedding_space(conn, embedder.model, embedder.dimension)
     finally:
         await conn.close()
+    return dsn, embedder, migrations, upto
+
+
+async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind(postgres: Postgres) -> None:
+    dsn, embedder, migrations, upto = await _migrated_up_to(postgres, "0019_lexical_kinds.sql")
     pool = await open_pool(dsn)
     try:
         notes = [await insert_note(pool, f"The ferry to pier {i} leaves at noon.") for i in range(2)]
@@ -392,17 +400,7 @@ SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $2, $3 F
 
 
 async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vectors(postgres: Postgres) -> None:
-    dsn = await postgres.create_database()
-    embedder = HashEmbedder(64)
-    embedder.start()
-    migrations = load_migrations()
-    upto = next(i for i, m in enumerate(migrations) if m.name == "0020_vector_kinds.sql")
-    conn = await asyncpg.connect(dsn)
-    try:
-        await apply_migrations(conn, migrations[:upto])
-        await ensure_embedding_space(conn, embedder.model, embedder.dimension)
-    finally:
-        await conn.close()
+    dsn, embedder, migrations, upto = await _migrated_up_to(postgres, "0020_vector_kinds.sql")
     pool = await open_pool(dsn)
     try:
         noted, _ = await insert_note(pool, "The ferry to pier one leaves at noon.")
@@ -417,7 +415,7 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 1
 
         async with pool.acquire() as conn:
-            assert await apply_migrations(conn, migrations) == ["0020_vector_kinds.sql"]
+            assert await apply_migrations(conn, migrations[: upto + 1]) == ["0020_vector_kinds.sql"]
         kinds = {r["memory_id"]: r["kind"] for r in await pool.fetch("SELECT memory_id, kind FROM chunk_vectors")}
         assert kinds == {noted: "note", decided: "decision"}
         assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 0

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -28,6 +30,15 @@ from tests.helpers import Clients, Postgres, ids, insert_note, migrated_pool
 async def _plan(conn: asyncpg.Connection, sql: str, values: list[object]) -> str:
     rows = await conn.fetch(f"EXPLAIN {sql}", *values)
     return "\n".join(r[0] for r in rows)
+
+
+def _nodes(plan: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every node of an `EXPLAIN (FORMAT JSON)` plan."""
+    nodes = [plan[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        yield node
 
 
 async def _embed_queued(pool: asyncpg.Pool, embedder: HashEmbedder, count: int) -> list[tuple[int, np.ndarray]]:
@@ -120,10 +131,7 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
                     await conn.execute(f"SET LOCAL {setting} = off")
                 plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values))
                 ran = {"exact": 0, "index": 0}
-                nodes = [plan[0]["Plan"]]
-                while nodes:
-                    node = nodes.pop()
-                    nodes += node.get("Plans", [])
+                for node in _nodes(plan):
                     gate = node.get("One-Time Filter", "")
                     if "InitPlan" in gate:
                         way = "index" if gate.startswith("(NOT") else "exact"
@@ -186,10 +194,7 @@ async def test_a_kind_filter_drops_other_kinds_on_the_vector_scan_and_looks_up_o
                     await conn.execute(f"SET LOCAL {setting} = off")
                 plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values))
                 counted = {"vectors": 0, "lookups": 0}
-                nodes = [plan[0]["Plan"]]
-                while nodes:
-                    node = nodes.pop()
-                    nodes += node.get("Plans", [])
+                for node in _nodes(plan):
                     if node.get("Index Name") == "chunk_vectors_embedding":
                         counted["vectors"] += node["Actual Rows"] * node["Actual Loops"]
                     elif node.get("Relation Name") == "memories":
