@@ -392,7 +392,7 @@ async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind
         await stack.stop()
 
 
-# How the worker stored a vector before 0020: every column but the kind.
+# How the worker of the version before 0020 stored a vector (it names no kind).
 _STORE_BEFORE_0020 = """
 INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
 SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $2, $3 FROM chunks c WHERE c.id = $1
@@ -419,14 +419,17 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         kinds = {r["memory_id"]: r["kind"] for r in await pool.fetch("SELECT memory_id, kind FROM chunk_vectors")}
         assert kinds == {noted: "note", decided: "decision"}
         assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 0
-        # No default is left: a writer that forgets the kind is refused, not given a blank one.
-        with pytest.raises(asyncpg.NotNullViolationError):
-            # (NOT NULL is checked before the key: the chunk already has its vector.)
-            await pool.execute(_STORE_BEFORE_0020, claimed[0]["id"], embedder.model, Vector(vectors[0]))
+        # A vector stored after it by a worker of the version before (a rolling upgrade's old pods),
+        # which names no kind, takes its memory's kind all the same.
+        during, (chunk_id,) = await insert_note(pool, "During the upgrade we decided on pier three.", kind="decision")
+        (vector,) = await embedder.embed(["During the upgrade we decided on pier three."])
+        await pool.execute(_STORE_BEFORE_0020, chunk_id, embedder.model, Vector(vector))
+        await pool.execute("DELETE FROM embed_queue")
+        assert await pool.fetchval("SELECT kind FROM chunk_vectors WHERE chunk_id = $1", chunk_id) == "decision"
     finally:
         await pool.close()
 
-    # A stack on the migrated database builds the index again; the worker writes a new note's kind.
+    # A stack on the migrated database builds the index again; a new note's vector takes its kind.
     stack = await start_stack(dsn, embedder)
     clients = Clients(stack)
     try:
@@ -445,10 +448,10 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         assert "hnsw" in hnsw
         decisions = common_pb2.MemoryFilter(kinds=[common_pb2.MEMORY_KIND_DECISION])
         found = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic", filter=decisions)
-        assert set(ids(found)) == {str(decided), later.id}
+        assert set(ids(found)) == {str(decided), str(during), later.id}
         # Positive control: unfiltered, the note comes back too.
         everything = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic")
-        assert set(ids(everything)) == {str(noted), str(decided), later.id}
+        assert set(ids(everything)) == {str(noted), str(decided), str(during), later.id}
     finally:
         await clients.close()
         await stack.stop()

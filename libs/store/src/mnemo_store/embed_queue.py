@@ -98,12 +98,12 @@ RETURNING q.chunk_id
 
 # A separate statement from _DEQUEUE, so its snapshot is taken after the queue rows were won:
 # `c.indexed` is then the flag of any reindexing that held them (see the module's docstring).
-# A re-embedded chunk (queued again) has its vector replaced.
+# A re-embedded chunk (queued again) has its vector replaced. The memory's kind is copied onto the
+# vector by the database (sql/0020_vector_kinds.sql).
 _STORE = """
-INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, kind, model, embedding)
-SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, m.kind, $3, v.embedding
-FROM unnest($1::bigint[], $2::vector[]) AS v(chunk_id, embedding)
-JOIN chunks c ON c.id = v.chunk_id JOIN memories m ON m.id = c.memory_id
+INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
+SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $3, v.embedding
+FROM unnest($1::bigint[], $2::vector[]) AS v(chunk_id, embedding) JOIN chunks c ON c.id = v.chunk_id
 ON CONFLICT (chunk_id) DO UPDATE SET
     embedding = excluded.embedding, model = excluded.model, indexed = excluded.indexed, tags = excluded.tags,
     embedded_at = now()
