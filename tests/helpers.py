@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcp.client.client import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -28,7 +29,7 @@ from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_embed import Embedder
 from mnemo_server.stack import Stack, StackConfig
-from mnemo_store import GLOBAL_WORKSPACE, open_pool, prepare_database
+from mnemo_store import GLOBAL_WORKSPACE, embed_queue, open_pool, prepare_database
 from mnemo_store import memories as db
 from mnemo_store.settings import DatabaseSettings
 
@@ -84,6 +85,16 @@ async def migrated_pool(postgres: Postgres, embedder: Embedder) -> asyncpg.Pool:
     dsn = await postgres.create_database()
     await migrate(dsn, embedder)
     return await open_pool(dsn)
+
+
+async def embed_queued(pool: asyncpg.Pool, embedder: Embedder, count: int) -> list[tuple[int, np.ndarray]]:
+    """Claims, embeds and stores the `count` queued chunks with the worker's own functions:
+    (chunk id, vector) each."""
+    claimed = await embed_queue.claim(pool, count, 300)
+    vectors = await embedder.embed([r["text"] for r in claimed])
+    pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
+    assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == count
+    return pairs
 
 
 async def insert_note(

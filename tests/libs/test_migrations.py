@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from google.protobuf import timestamp_pb2
-from pgvector import Vector
 from pgvector.asyncpg import register_vector
 
 from mnemo.common.v1 import common_pb2
@@ -23,7 +22,7 @@ from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, load
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from mnemo_store.migrations import Migration
 from mnemo_store.settings import DatabaseSettings
-from tests.helpers import Clients, Postgres, ids, insert_note, start_stack
+from tests.helpers import Clients, Postgres, embed_queued, ids, insert_note, start_stack
 
 
 def _ts(value: datetime) -> timestamp_pb2.Timestamp:
@@ -392,25 +391,14 @@ async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind
         await stack.stop()
 
 
-# How the worker of the version before 0020 stored a vector (it names no kind).
-_STORE_BEFORE_0020 = """
-INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
-SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $2, $3 FROM chunks c WHERE c.id = $1
-"""
-
-
 async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vectors(postgres: Postgres) -> None:
     dsn, embedder, migrations, upto = await _migrated_up_to(postgres, "0020_vector_kinds.sql")
     pool = await open_pool(dsn)
     try:
         noted, _ = await insert_note(pool, "The ferry to pier one leaves at noon.")
         decided, _ = await insert_note(pool, "We decided the ferry leaves from pier one.", kind="decision")
-        # The vectors as the worker stored them before 0020: no kind.
-        claimed = await pool.fetch("SELECT id, text FROM chunks ORDER BY id")
-        vectors = await embedder.embed([r["text"] for r in claimed])
-        for row, vector in zip(claimed, vectors, strict=True):
-            await pool.execute(_STORE_BEFORE_0020, row["id"], embedder.model, Vector(vector))
-        await pool.execute("DELETE FROM embed_queue")
+        # The vectors as the worker stores them (its statement names no kind, before 0020 or after).
+        await embed_queued(pool, embedder, 2)
         # Positive control: the index the migration drops is there before it.
         assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 1
 
@@ -419,12 +407,10 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         kinds = {r["memory_id"]: r["kind"] for r in await pool.fetch("SELECT memory_id, kind FROM chunk_vectors")}
         assert kinds == {noted: "note", decided: "decision"}
         assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 0
-        # A vector stored after it by a worker of the version before (a rolling upgrade's old pods),
-        # which names no kind, takes its memory's kind all the same.
+        # A vector stored after it by the same statement (the worker of the version before, in a
+        # rolling upgrade's old pods, runs it too) takes its memory's kind from the database.
         during, (chunk_id,) = await insert_note(pool, "During the upgrade we decided on pier three.", kind="decision")
-        (vector,) = await embedder.embed(["During the upgrade we decided on pier three."])
-        await pool.execute(_STORE_BEFORE_0020, chunk_id, embedder.model, Vector(vector))
-        await pool.execute("DELETE FROM embed_queue")
+        await embed_queued(pool, embedder, 1)
         assert await pool.fetchval("SELECT kind FROM chunk_vectors WHERE chunk_id = $1", chunk_id) == "decision"
     finally:
         await pool.close()

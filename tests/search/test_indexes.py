@@ -21,10 +21,10 @@ from mnemo_search import engine
 from mnemo_search.engine import SearchEngine, lexical_query, semantic_query
 from mnemo_search.settings import SearchSettings
 from mnemo_server.stack import Stack
-from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, embed_queue, reads
+from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, reads
 from mnemo_store import memories as db
 from mnemo_wire import TrustSettings
-from tests.helpers import Clients, Postgres, ids, insert_note, migrated_pool
+from tests.helpers import Clients, Postgres, embed_queued, ids, insert_note, migrated_pool
 
 
 async def _plan(conn: asyncpg.Connection, sql: str, values: list[object]) -> str:
@@ -41,15 +41,6 @@ def _nodes(plan: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         yield node
 
 
-async def _embed_queued(pool: asyncpg.Pool, embedder: HashEmbedder, count: int) -> list[tuple[int, np.ndarray]]:
-    """Claims, embeds and stores the `count` queued chunks, as the worker would: (chunk id, vector) each."""
-    claimed = await embed_queue.claim(pool, count, 300)
-    vectors = await embedder.embed([r["text"] for r in claimed])
-    pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
-    assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == count
-    return pairs
-
-
 async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_they_leave_out(
     postgres: Postgres,
 ) -> None:
@@ -62,7 +53,7 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
         texts += [f"filler {i} about the lighthouse keeper's log" for i in range(400)]
         for text in texts:
             await insert_note(pool, text)
-        await _embed_queued(pool, embedder, len(texts))
+        await embed_queued(pool, embedder, len(texts))
         assert await pool.fetchval("SELECT lexical_post(10000)") == len(texts)
         await pool.execute("VACUUM ANALYZE")
         reach = Reach((GLOBAL_WORKSPACE,))
@@ -111,7 +102,7 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
             memory_id, _ = await insert_note(pool, text, tags=["rare"] if i % 25 == 0 else ["common"])
             if i % 25 == 0:
                 tagged.add(memory_id)
-        await _embed_queued(pool, embedder, len(texts))
+        await embed_queued(pool, embedder, len(texts))
         await pool.execute("VACUUM ANALYZE")
         query_vector = (await embedder.embed(["the keeper saw 3 ships"]))[0]
         # The tag's 12 notes' similarities to the query, as computed here, best first.
@@ -157,7 +148,7 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
 async def test_a_kind_filter_drops_other_kinds_on_the_vector_scan_and_looks_up_only_what_passes(
     postgres: Postgres,
 ) -> None:
-    """Each vector carries its memory's kind (sql/0020_vector_kinds.sql), written with the vector;
+    """Each vector carries its memory's kind (sql/0020_vector_kinds.sql), set as it is stored;
     under a kind filter the HNSW scan drops the other kinds itself, so a memory is looked up only
     for a vector that passed, and the leg returns the kind's nearest notes."""
     embedder = HashEmbedder(64)
@@ -170,7 +161,7 @@ async def test_a_kind_filter_drops_other_kinds_on_the_vector_scan_and_looks_up_o
             memory_id, _ = await insert_note(pool, f"harbour log {i}: the keeper saw {i % 7} ships", kind=kind)
             if kind == "decision":
                 decisions.add(memory_id)
-        await _embed_queued(pool, embedder, 200)
+        await embed_queued(pool, embedder, 200)
         await pool.execute("VACUUM ANALYZE")
         copies = await pool.fetch(
             "SELECT v.kind, m.kind AS own FROM chunk_vectors v JOIN memories m ON m.id = v.memory_id"
@@ -228,7 +219,7 @@ async def test_a_small_tag_s_nearest_vectors_come_back_whichever_join_the_planne
         texts = [f"harbour log {i}: the keeper saw {i % 7} ships and {i % 5} gulls" for i in range(120)]
         for text in texts:
             await insert_note(pool, text, tags=["rare"])
-        pairs = await _embed_queued(pool, embedder, len(texts))
+        pairs = await embed_queued(pool, embedder, len(texts))
         await pool.execute("VACUUM ANALYZE")
         query_vector = (await embedder.embed(["the keeper saw 3 ships and 4 gulls"]))[0]
         similarity = {chunk_id: float(np.dot(vector, query_vector)) for chunk_id, vector in pairs}
@@ -307,7 +298,7 @@ async def test_status_counts_read_indexes_alone_and_count_as_reads_do(postgres: 
     pool = await migrated_pool(postgres, embedder)
     try:
         notes = [await insert_note(pool, f"status {i} of the ferry timetable") for i in range(30)]
-        await _embed_queued(pool, embedder, len(notes))
+        await embed_queued(pool, embedder, len(notes))
         async with pool.acquire() as conn, conn.transaction():
             await db.mark_deleted(conn, notes[0][0], True)
         await pool.execute("VACUUM ANALYZE")
