@@ -666,7 +666,7 @@ async def explain_filters(pool: Any, embedder: Any, settings: Any, text: str, as
 
     from mnemo_store import Scope, find_workspace, reach_in
 
-    vector = (await embedder.embed([text]))[0]
+    vector = await embedder.embed_query(text)
     big = await find_workspace(pool, BIG_WORKSPACE)
     small = await find_workspace(pool, SMALL_WORKSPACE)
     assert big is not None and small is not None

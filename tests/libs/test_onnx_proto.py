@@ -89,6 +89,43 @@ def test_the_bundled_graph_passes_the_checker_and_parses_back_to_the_same_bytes(
     assert weights > 22_000_000
 
 
+def test_the_int8_graph_passes_the_checker_and_quantizes_every_dense_layer() -> None:
+    quantized = b"".join(onnx_graph.build_sentence_encoder(bundled_model_dir(), quantized=True).parts)
+    model = onnx.load_from_string(quantized)
+    onnx.checker.check_model(model, full_check=True)
+    assert model.SerializeToString() == quantized
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 17), (onnx_graph.CONTRIB_DOMAIN, 1)]
+    ops = [(n.domain, n.op_type) for n in model.graph.node]
+    # Six layers of four attention and two feed-forward dense layers, all int8.
+    assert ops.count((onnx_graph.CONTRIB_DOMAIN, "DynamicQuantizeMatMul")) == 36
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert sum(w.dtype == np.int8 and w.ndim == 2 for w in weights.values()) == 36
+    # What is left in float: the attention's own two products (no weights), and the tables.
+    assert ops.count(("", "MatMul")) == 12
+    # Positive control: the float graph has those 36 as float products.
+    floating = onnx.load_from_string(b"".join(onnx_graph.build_sentence_encoder(bundled_model_dir()).parts))
+    assert [n.op_type for n in floating.graph.node].count("MatMul") == 48
+    assert not any(n.domain for n in floating.graph.node)
+
+
+def test_a_node_of_another_domain_and_its_opset_are_written_as_onnx_writes_them() -> None:
+    ours = onnx_proto.node("DynamicQuantizeMatMul", ["a", "b", "s"], ["y"], domain="com.microsoft")
+    theirs = helper.make_node("DynamicQuantizeMatMul", ["a", "b", "s"], ["y"], domain="com.microsoft")
+    assert b"".join(ours.parts) == theirs.SerializeToString()
+    body = onnx_proto.graph("g", nodes=[], initializers=[], inputs=[], outputs=[])
+    model = onnx_proto.model(body, ir_version=9, opset=17, producer="p", domains=[("com.microsoft", 1)])
+    expected = helper.make_model(
+        helper.make_graph([], "g", [], []),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        producer_name="p",
+    )
+    expected.ir_version = 9
+    assert b"".join(model.parts) == expected.SerializeToString()
+    # Positive control: without the domain the node's bytes differ.
+    default_domain = onnx_proto.node("DynamicQuantizeMatMul", ["a", "b", "s"], ["y"])
+    assert b"".join(default_domain.parts) != theirs.SerializeToString()
+
+
 def test_an_attribute_of_a_kind_the_writer_does_not_know_is_refused() -> None:
     with pytest.raises(TypeError, match="not an int, a float or a list of ints"):
         onnx_proto.attribute("mode", "constant")  # type: ignore[arg-type]

@@ -50,6 +50,11 @@ class Embedder(Protocol):
         """One vector per text; raises EmbedderUnavailable when it cannot."""
         ...
 
+    async def embed_query(self, text: str) -> np.ndarray:
+        """The vector a search compares with the stored ones: `embed([text])[0]`, or an
+        approximation of it the embedder computes faster (the local one's int8 graph)."""
+        ...
+
 
 class Readiness:
     """Tracks a background load: loading until `done()` or `fail()`."""
@@ -113,3 +118,9 @@ class EmbedderBase:
 
     async def wait_ready(self) -> None:
         await self._readiness.wait()
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return (await self.embed([text]))[0]

@@ -22,6 +22,7 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
             batch_size=settings.batch_size,
             threads=settings.threads,
             cache_dir=settings.resolved_cache_dir,
+            query_int8=settings.query_int8,
         )
     elif settings.embedder == "openai":
         from mnemo_embed.openai import OpenAIEmbedder

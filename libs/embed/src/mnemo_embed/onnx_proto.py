@@ -23,8 +23,9 @@ Buffer = bytes | memoryview
 
 # onnx.proto's TensorProto.DataType and AttributeProto.AttributeType codes.
 FLOAT = 1
+INT8 = 3
 INT64 = 7
-_DATA_TYPES = {np.dtype("<f4"): FLOAT, np.dtype("<i8"): INT64}
+_DATA_TYPES = {np.dtype("<f4"): FLOAT, np.dtype("int8"): INT8, np.dtype("<i8"): INT64}
 _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7
 
 _VARINT, _FIXED32, _LENGTH = 0, 5, 2
@@ -123,10 +124,18 @@ def attribute(name: str, value: int | float | Sequence[int]) -> Message:
     return out.int64s(8, value).int64(20, _ATTR_INTS)
 
 
-def node(op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: int | float | Sequence[int]) -> Message:
-    """NodeProto: input 1, output 2, op_type 4, attribute 5 (sorted by name, as onnx.helper does)."""
+def node(
+    op_type: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    domain: str = "",
+    **attrs: int | float | Sequence[int],
+) -> Message:
+    """NodeProto: input 1, output 2, op_type 4, attribute 5 (sorted by name, as onnx.helper does),
+    domain 7 (only when the op is not from the default domain)."""
     out = Message().strings(1, inputs).strings(2, outputs).string(4, op_type)
-    return out.messages(5, (attribute(key, attrs[key]) for key in sorted(attrs)))
+    out.messages(5, (attribute(key, attrs[key]) for key in sorted(attrs)))
+    return out.string(7, domain) if domain else out
 
 
 def tensor_value_info(name: str, elem_type: int, shape: Sequence[int | str]) -> Message:
@@ -157,7 +166,10 @@ def graph(
     )
 
 
-def model(body: Message, ir_version: int, opset: int, producer: str) -> Message:
-    """ModelProto: ir_version 1, producer_name 2, graph 7, opset_import 8 (the default domain)."""
-    opset_id = Message().string(1, "").int64(2, opset)
-    return Message().int64(1, ir_version).string(2, producer).message(7, body).message(8, opset_id)
+def model(
+    body: Message, ir_version: int, opset: int, producer: str, domains: Sequence[tuple[str, int]] = ()
+) -> Message:
+    """ModelProto: ir_version 1, producer_name 2, graph 7, opset_import 8 (OperatorSetIdProto:
+    domain 1, version 2), the default domain's first, then each of `domains`."""
+    opsets = [Message().string(1, domain).int64(2, version) for domain, version in [("", opset), *domains]]
+    return Message().int64(1, ir_version).string(2, producer).message(7, body).messages(8, opsets)

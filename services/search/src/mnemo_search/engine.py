@@ -615,7 +615,7 @@ class SearchEngine:
         """The `limit` memories nearest `text`; it reads further only when the first read held
         fewer than `needed` (the results asked for, at most `limit`)."""
         with tracer.start_as_current_span("mnemo.search.semantic"):
-            vector = (await self.embedder.embed([text]))[0]
+            vector = await self.embedder.embed_query(text)
             # One statement (two when it widens), no transaction: the pool's connections carry the
             # HNSW settings (session_settings).
             asked = semantic_rows(limit)
