@@ -131,7 +131,9 @@ class _OnnxBackend:
     are sentence-transformers' own. Alone on one thread, a 12-piece query 4.8 -> 1.5 ms, 21 pieces
     6.7 -> 2.2 ms; its vectors at cosine 0.98-0.999 of the float ones (median 0.992). Judged by
     what it retrieves, exact cosine over the float vectors of the notes: LoCoMo dev semantic R@10
-    0.541 -> 0.543, SciFact train (400 claims, 1,796 abstracts) semantic nDCG@10 0.747 -> 0.749.
+    0.541 -> 0.543, SciFact train (400 claims, 1,796 abstracts) semantic nDCG@10 0.747 -> 0.749;
+    through the benchmarks, LoCoMo hybrid R@10 0.706 -> 0.704, SciFact (807 claims) hybrid nDCG@10
+    0.734 -> 0.732, semantic 0.683 -> 0.680 (92 claims changed, 50 up, 42 down).
     At 100k notes through the gateway, both graphs in one stack, interleaved per query (155 a cell,
     2026-12-04): hybrid p50 19.8 -> 16.8 ms, under a tag 18.9 -> 16.8, a kind 20.6 -> 17.0, in a
     500-note workspace 17.3 -> 14.6, as of a past date 23.3 -> 20.8; semantic 3-4 ms less in each.

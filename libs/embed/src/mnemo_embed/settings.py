@@ -71,9 +71,9 @@ class EmbeddingSettings:
         "MNEMO_EMBED_QUERY_INT8",
         True,
         "Embed search queries with an int8 graph of the `local` model (built from the same weights): "
-        "2-3x faster than the float graph on a query, the same retrieval figures on LoCoMo and SciFact "
-        "(README, Architecture); notes are always embedded with the float graph. `false`: queries "
-        "with the float graph too.",
+        "2-3x faster than the float graph on a query, retrieval figures within a few thousandths on "
+        "LoCoMo and SciFact (README, How search ranks); notes are always embedded with the float graph. "
+        "`false`: queries with the float graph too.",
         parse_bool,
     )
     cache_dir: str = setting(
