@@ -85,6 +85,54 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
         await pool.close()
 
 
+async def test_as_of_the_semantic_leg_checks_each_vector_s_memory_by_its_own_lookups(postgres: Postgres) -> None:
+    """As of a time, a memory is three relations (the memory, its version and its status span
+    then); the statement plans the vectors alone and checks each one's memory in a subquery of its
+    own, nearest first, and returns the nearest notes that existed then."""
+    embedder = HashEmbedder(64)
+    embedder.start()
+    pool = await migrated_pool(postgres, embedder)
+    try:
+        before = {(await insert_note(pool, f"harbour log {i}: the keeper saw {i % 7} ships"))[0] for i in range(120)}
+        await embed_queued(pool, embedder, 120)
+        then = await pool.fetchval("SELECT clock_timestamp()")
+        later = {(await insert_note(pool, f"harbour log {i}: the keeper saw {i % 7} ships"))[0] for i in range(60)}
+        await embed_queued(pool, embedder, 60)
+        await pool.execute("VACUUM ANALYZE")
+        query_vector = (await embedder.embed(["the keeper saw 3 ships"]))[0]
+        rows = await pool.fetch(
+            "SELECT v.embedding FROM chunk_vectors v WHERE v.memory_id = ANY($1::uuid[])", list(before)
+        )
+        nearest = sorted((float(np.dot(r["embedding"].to_numpy(), query_vector)) for r in rows), reverse=True)
+
+        async def run(scope: Scope) -> tuple[list[asyncpg.Record], list[dict[str, Any]]]:
+            sql, values = semantic_query(scope, query_vector, 10)
+            async with pool.acquire() as conn, conn.transaction():
+                # The index, as in a large workspace.
+                await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                await conn.execute("SET LOCAL hnsw.ef_search = 400")
+                await conn.execute("SET LOCAL enable_seqscan = off")
+                plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *values))
+                return await conn.fetch(sql, *values), list(_nodes(plan))
+
+        reach = Reach((GLOBAL_WORKSPACE,))
+        found, nodes = await run(Scope(reach=reach, as_of=then))
+        assert {r["memory_id"] for r in found} <= before
+        assert sorted((r["score"] for r in found), reverse=True) == pytest.approx(nearest[: len(found)])
+        assert len(found) == engine.semantic_rows(10)
+        # Each vector out of the HNSW scan has its memory checked as a whole: the loop over the
+        # scan has all three relations on its inner side, looked up by the vector's keys.
+        (loop,) = [n for n in nodes if n.get("Plans", [{}])[0].get("Index Name") == "chunk_vectors_embedding"]
+        inside = {m.get("Relation Name") for m in _nodes([{"Plan": loop["Plans"][1]}])}
+        assert loop["Node Type"] == "Nested Loop", loop["Node Type"]
+        assert {"memories", "memory_versions", "memory_states"} <= inside, inside
+        # Control: now, the later notes are found too.
+        found, nodes = await run(Scope(reach=reach))
+        assert {r["memory_id"] for r in found} & later and len(found) == engine.semantic_rows(10)
+    finally:
+        await pool.close()
+
+
 async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_index(
     postgres: Postgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -440,7 +440,26 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
     """
     params = Params()
     bound_vector = params.bind(vector)
-    scoped = build_scope(scope, params, memory="m", chunk="v")
+    if scope.as_of is None:
+        scoped = build_scope(scope, params, memory="m", chunk="v")
+        joined, vector_where = f"JOIN {scoped.source} ON m.id = v.memory_id", scoped.where
+    else:
+        # As of a time a memory is three relations (the memory, its version then, its status
+        # span then), and planning their join with the vectors cost 1.7 ms of a 4.7 ms statement
+        # at 100k notes. Checked per vector by its own lookups instead (LATERAL; OFFSET 0 keeps it
+        # from being flattened into the join), the vectors are planned alone: 0.4 ms, the
+        # statement 3.7 ms, the same rows for 60 of 60 queries (in a 500-note workspace 5.3 and
+        # 5.5 ms, the same rows too). Through the gateway, both in one stack, interleaved (150
+        # queries): semantic p50 as of half the notes 15.7 -> 14.0 ms, hybrid 19.0 -> 18.5 (its
+        # lexical leg takes about as long). The vectors are read nearest first either way.
+        memory = build_scope(scope, params, memory="m")
+        joined = f"""CROSS JOIN LATERAL (
+                SELECT 1 FROM {memory.source} WHERE m.id = v.memory_id AND m.version = v.version AND {memory.where}
+                OFFSET 0
+            ) checked"""
+        vector_where = workspace_clause(scope.reach, params, "v.workspace_id") if not scope.reach.everywhere else "true"
+        if scope.indexed_only:
+            vector_where += " AND v.indexed"
     bound = params.bind(rows or semantic_rows(limit))
     head = gate = exact = ""
     if scope.tags:
@@ -482,8 +501,8 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
     def nearest(extra: str) -> str:
         return f"""
             SELECT v.memory_id, v.chunk_id, v.embedding <=> {bound_vector} AS distance
-            FROM chunk_vectors v JOIN {scoped.source} ON m.id = v.memory_id
-            WHERE {scoped.where}{kinds}{extra}
+            FROM chunk_vectors v {joined}
+            WHERE {vector_where}{kinds}{extra}
             ORDER BY v.embedding <=> {bound_vector}
             LIMIT {bound}"""
 
