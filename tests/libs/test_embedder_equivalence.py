@@ -204,18 +204,24 @@ async def test_the_graphs_are_cached_and_a_second_start_reads_them(embedder: Loc
     assert {p: p.stat().st_mtime_ns for p in cache_dir.glob("*.onnx")} == before
 
 
-async def test_a_damaged_cache_file_is_rebuilt(embedder: LocalEmbedder, cache_dir: Path, tmp_path: Path) -> None:
-    cached, int8_graph = _graphs(cache_dir)
-    damaged = tmp_path / cached.name
-    damaged.write_bytes(cached.read_bytes()[:1000])
-    shutil.copy(int8_graph, tmp_path / int8_graph.name)
+@pytest.mark.parametrize("which", ["float", "int8"])
+async def test_a_damaged_cache_file_is_rebuilt(
+    embedder: LocalEmbedder, cache_dir: Path, tmp_path: Path, which: str
+) -> None:
+    float_graph, int8_graph = _graphs(cache_dir)
+    damaged, intact = (float_graph, int8_graph) if which == "float" else (int8_graph, float_graph)
+    (tmp_path / damaged.name).write_bytes(damaged.read_bytes()[:1000])
+    shutil.copy(intact, tmp_path / intact.name)
     model = LocalEmbedder(cache_dir=tmp_path)
     model.start()
     await model.wait_ready()
     assert model.state == "ready"
-    assert damaged.stat().st_size == cached.stat().st_size, "the rebuilt graph replaced the damaged file"
-    text = ["rebuilt"]
-    assert float((await model.embed(text))[0] @ (await embedder.embed(text))[0]) >= 0.99999
+    assert (tmp_path / damaged.name).stat().st_size == damaged.stat().st_size, "the rebuilt graph replaced it"
+    # Positive control: the intact one was read, not rebuilt.
+    assert (tmp_path / intact.name).read_bytes() == intact.read_bytes()
+    text = "rebuilt"
+    assert float((await model.embed([text]))[0] @ (await embedder.embed([text]))[0]) >= 0.99999
+    assert float(await model.embed_query(text) @ await embedder.embed_query(text)) >= 0.99999
 
 
 async def test_a_query_is_not_queued_behind_a_large_batch(embedder: LocalEmbedder) -> None:

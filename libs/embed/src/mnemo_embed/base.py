@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -101,9 +102,10 @@ class Readiness:
             raise EmbedderUnavailable(f"embedder {self.state}")
 
 
-class EmbedderBase:
+class EmbedderBase(ABC):
     """The lifecycle every embedder shares. One that loads something overrides start() and settles
-    the readiness itself; one with nothing to load is ready as soon as it is started."""
+    the readiness itself; one with nothing to load is ready as soon as it is started. Each says
+    how it embeds (embed); a query is embedded as a text of its own unless it says otherwise."""
 
     def __init__(self) -> None:
         self._readiness = Readiness()
@@ -119,8 +121,8 @@ class EmbedderBase:
     async def wait_ready(self) -> None:
         await self._readiness.wait()
 
-    async def embed(self, texts: list[str]) -> list[np.ndarray]:
-        raise NotImplementedError
+    @abstractmethod
+    async def embed(self, texts: list[str]) -> list[np.ndarray]: ...
 
     async def embed_query(self, text: str) -> np.ndarray:
         return (await self.embed([text]))[0]

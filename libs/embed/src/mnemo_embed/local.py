@@ -147,11 +147,28 @@ class _OnnxBackend:
         import onnxruntime
 
         providers = ["CPUExecutionProvider"]
-        cached = onnx_graph.graph_file(path, cache_dir)
-        graph = onnx_graph.cached_graph(path, cached)
+
+        def session(quantized: bool, make: Any) -> tuple[Any, str | bytes, Path | None]:
+            """A session of the (int8 or float) graph made by `make`, the graph, and its cache file."""
+            cached = onnx_graph.graph_file(path, cache_dir, quantized=quantized)
+            graph = onnx_graph.cached_graph(path, cached, quantized=quantized)
+            try:
+                return make(graph), graph, cached
+            except Exception:
+                if not isinstance(graph, str):
+                    raise
+                # A cached file onnxruntime refuses (damaged, or from an incompatible build): build anew.
+                log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
+                graph = onnx_graph.cached_graph(path, cached, rebuild=True, quantized=quantized)
+                return make(graph), graph, cached
 
         def batch_session(graph: str | bytes) -> Any:
-            return onnxruntime.InferenceSession(graph, _session_options(threads, True), providers=providers)
+            return self._batches.submit(
+                onnxruntime.InferenceSession, graph, _session_options(threads, True), providers=providers
+            ).result()
+
+        def query_session(graph: str | bytes) -> Any:
+            return onnxruntime.InferenceSession(graph, _session_options(QUERY_THREADS, False), providers=providers)
 
         # Batches run on a thread of their own at BATCH_NICE, one at a time (the embedding worker
         # tokenises its next batch while the model runs on the current one, mnemo_ingest.worker, and
@@ -159,20 +176,11 @@ class _OnnxBackend:
         # onnxruntime's threads for it start at that priority too. A query has its own session, runs
         # on its caller's thread, and never waits here.
         self._batches = ThreadPoolExecutor(1, thread_name_prefix="embed-batch", initializer=_yield_to_requests)
-        try:
-            self._session = self._batches.submit(batch_session, graph).result()
-        except Exception:
-            if not isinstance(graph, str):
-                raise
-            # A cached file onnxruntime refuses (damaged, or from an incompatible build): build anew.
-            log.warning("embedder_graph_cache_unreadable", path=graph, exc_info=True)
-            graph = onnx_graph.cached_graph(path, cached, rebuild=True)
-            self._session = self._batches.submit(batch_session, graph).result()
-        query_cached = onnx_graph.graph_file(path, cache_dir, quantized=True) if query_int8 else cached
-        query_graph = onnx_graph.cached_graph(path, query_cached, quantized=True) if query_int8 else graph
-        self._query_session = onnxruntime.InferenceSession(
-            query_graph, _session_options(QUERY_THREADS, False), providers=providers
-        )
+        self._session, graph, cached = session(False, batch_session)
+        if query_int8:
+            self._query_session, _, query_cached = session(True, query_session)
+        else:
+            self._query_session, query_cached = query_session(graph), cached
         for current in {cached, query_cached}:
             if current is not None:
                 onnx_graph.evict_stale(current)

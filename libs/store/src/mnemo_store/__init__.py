@@ -44,7 +44,7 @@ from mnemo_store.imports import find_batch
 from mnemo_store.memories import CONTENT_JOIN, EMBED_CHANNEL, MEMORY_COLUMNS, ChunkRow
 from mnemo_store.migrations import MigrationError, apply_migrations, load_migrations
 from mnemo_store.params import Params
-from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Scope, Scoped, build_scope
+from mnemo_store.predicates import ALL_STATUSES, VISIBLE_STATUSES, Scope, Scoped, build_scope, chunk_clauses
 from mnemo_store.proposals import NewProposal, open_proposal
 from mnemo_store.settings import DatabaseSettings, default_data_dir
 from mnemo_store.setup import migrate_database, prepare_database
@@ -104,6 +104,7 @@ __all__ = [
     "check_access",
     "check_server_version",
     "check_writer",
+    "chunk_clauses",
     "close_pool",
     "configure_anchor_key",
     "create_token",

@@ -97,6 +97,19 @@ _AS_OF = """(
 )"""
 
 
+def chunk_clauses(scope: Scope, params: Params, chunk: str) -> list[str]:
+    """The clauses of the scope a chunk's own columns answer (`chunks` or `chunk_vectors`, aliased
+    `chunk`): its workspace, and for a default read `indexed`. build_scope adds them, with the
+    version, when given a chunk alias; a statement that checks the memory elsewhere (the semantic
+    leg as of a time) puts them beside the chunk itself."""
+    clauses = []
+    if not scope.reach.everywhere:
+        clauses.append(workspace_clause(scope.reach, params, f"{chunk}.workspace_id"))
+    if scope.indexed_only:
+        clauses.append(f"{chunk}.indexed")
+    return clauses
+
+
 def build_scope(scope: Scope, params: Params, memory: str = "m", chunk: str | None = None) -> Scoped:
     """The relation to read memories from (aliased `memory`) and the WHERE clause scoping it.
 
@@ -117,11 +130,8 @@ def build_scope(scope: Scope, params: Params, memory: str = "m", chunk: str | No
     if not scope.reach.everywhere:
         clauses.append(workspace_clause(scope.reach, params, f"{memory}.workspace_id"))
     if chunk is not None:
-        if not scope.reach.everywhere:
-            clauses.append(workspace_clause(scope.reach, params, f"{chunk}.workspace_id"))
+        clauses += chunk_clauses(scope, params, chunk)
         clauses.append(f"{chunk}.version = {memory}.version")
-        if scope.indexed_only:
-            clauses.append(f"{chunk}.indexed")
     if scope.kinds:
         clauses.append(f"{memory}.kind = ANY({params.bind(list(scope.kinds))}::text[])")
     if scope.tags:

@@ -16,7 +16,7 @@ from mnemo_platform.telemetry import tracer
 from mnemo_search.query import any_term_query, literal_terms, relaxed_terms
 from mnemo_search.ranking import fuse_scores
 from mnemo_search.settings import SearchSettings
-from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope, workspace_clause
+from mnemo_store import MEMORY_COLUMNS, Params, Scope, build_scope, chunk_clauses, workspace_clause
 from mnemo_wire import TrustSettings
 
 log = structlog.get_logger("mnemo.search")
@@ -457,9 +457,7 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
                 SELECT 1 FROM {memory.source} WHERE m.id = v.memory_id AND m.version = v.version AND {memory.where}
                 OFFSET 0
             ) checked"""
-        vector_where = workspace_clause(scope.reach, params, "v.workspace_id") if not scope.reach.everywhere else "true"
-        if scope.indexed_only:
-            vector_where += " AND v.indexed"
+        vector_where = " AND ".join(chunk_clauses(scope, params, "v")) or "true"
     bound = params.bind(rows or semantic_rows(limit))
     head = gate = exact = ""
     if scope.tags:
