@@ -56,7 +56,7 @@ def main() -> int:
             deadline = time.perf_counter() + 1800
             while (ready := up.first("Mnemo is ready")) is None:
                 if up.process.poll() is not None or time.perf_counter() > deadline:
-                    raise RuntimeError("mnemo up did not start:\n" + "\n".join(t for _, t in up.lines[-30:]))
+                    raise RuntimeError("mnemo up did not start:\n" + up.tail(30))
                 time.sleep(0.1)
             with httpx.Client(timeout=30) as client:
                 while client.get(f"http://127.0.0.1:{port}/api/v1/status").json().get("embedder_state") != "ready":

@@ -64,18 +64,30 @@ def initialize_answered(client: httpx.Client, base: str) -> bool:
 
 
 class Spawned:
-    """A child process whose stdout lines are timestamped as they arrive."""
+    """A child process whose stdout lines are timestamped as they arrive; or, with `log_file`,
+    written to that file as a service manager would keep them, unread until asked for (`tail`)."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log_file: Path | None = None) -> None:
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[tuple[float, str]] = []
+        self.log_file = log_file
+        if log_file is not None:
+            with log_file.open("w") as out:
+                self.process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+            return
+        self.process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append((time.perf_counter() - self.started, line.rstrip()))
+
+    def tail(self, count: int) -> str:
+        """The last `count` lines of the output."""
+        if self.log_file is not None:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-count:])
+        return "\n".join(text for _, text in self.lines[-count:])
 
     def first(self, needle: str) -> float | None:
         return next((t for t, line in self.lines if needle in line), None)

@@ -351,13 +351,15 @@ def main(argv: list[str] | None = None) -> int:
             "MNEMO_HARVEST_AGENTS": "",
         }
         print(f"starting mnemo up on port {port} …", flush=True)
-        up = Spawned([MNEMO, "up"], env)
+        # Its output goes to a file, as under a service manager: read through a pipe, each of its
+        # lines would wake a thread of this process, the client being measured.
+        up = Spawned([MNEMO, "up"], env, log_file=Path(data_dir) / "mnemo-up.log")
         try:
             with httpx.Client(timeout=120) as client:
                 deadline = time.perf_counter() + 300
                 while True:
                     if up.process.poll() is not None or time.perf_counter() > deadline:
-                        raise RuntimeError("mnemo up did not start:\n" + "\n".join(t for _, t in up.lines[-20:]))
+                        raise RuntimeError("mnemo up did not start:\n" + up.tail(20))
                     try:
                         if client.get(f"{base}/api/v1/status").json().get("embedder_state") == "ready":
                             break
@@ -384,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                 raw_after = raw_model_rate(texts, args.raw_notes, embedding)
                 print(f"  raw model: {raw_after['notes_per_s']:.1f} notes/s", flush=True)
         except Exception:
-            print("\n".join(text for _, text in up.lines[-30:]), file=sys.stderr)
+            print(up.tail(30), file=sys.stderr)
             raise
         finally:
             up.stop()

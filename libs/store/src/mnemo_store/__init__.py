@@ -19,11 +19,14 @@ from mnemo_store.access import (
 from mnemo_store.audit import (
     AuditEvent,
     ChainCheck,
+    ChainHeads,
     anchor_key_path,
     append_audit_event,
     append_audit_events,
+    chain_moved,
     configure_anchor_key,
     event_hash,
+    prepare_append,
     verify_chains,
 )
 from mnemo_store.database import (
@@ -77,6 +80,7 @@ __all__ = [
     "VISIBLE_STATUSES",
     "AuditEvent",
     "ChainCheck",
+    "ChainHeads",
     "ChunkRow",
     "DatabaseSettings",
     "EmbeddedPostgres",
@@ -101,6 +105,7 @@ __all__ = [
     "bootstrap_admin_token",
     "build_scope",
     "caller_reach",
+    "chain_moved",
     "check_access",
     "check_server_version",
     "check_writer",
@@ -121,6 +126,7 @@ __all__ = [
     "normalize_root",
     "open_pool",
     "open_proposal",
+    "prepare_append",
     "prepare_database",
     "reach_in",
     "read_embedding_space",

@@ -165,31 +165,156 @@ async def append_audit_event(conn: asyncpg.Connection, event: AuditEvent) -> str
     return (await append_audit_events(conn, [event]))[0]
 
 
-async def append_audit_events(
-    conn: asyncpg.Connection, events: Sequence[AuditEvent], locked: bool = False
-) -> list[str]:
-    """Appends the events, in order, in the current transaction and returns their hashes: the
-    chains are extended once (one lock, one head read, one multi-row insert), however many events.
+# An anchor row as read: (events, head_hash, signature).
+Anchor = tuple[int, str, str]
 
-    `locked` says an earlier statement of this transaction took the chains' locks (CHAIN_LOCK).
-    """
-    if not events:
-        return []
+
+@dataclass(frozen=True)
+class ChainHead:
+    """A chain's last link and its anchor row (None: no anchor) at some moment."""
+
+    hash: str
+    anchor: Anchor | None
+
+
+class ChainHeads:
+    """The heads of the chains this process last extended, so that a new note's event can be linked
+    in the statement that writes the note (Append.guarded_ctes) instead of after a statement reading
+    the head. Only a hint: that statement checks each head (and anchor) against the database and
+    fails whole if one has moved (another replica, another path of this process wrote since), and
+    the unique link index refuses an event after a head that already has one."""
+
+    def __init__(self) -> None:
+        self._heads: dict[str, ChainHead] = {}
+
+    def known(self, workspace_ids: Sequence[str]) -> dict[str, ChainHead] | None:
+        """Every one of these chains' heads, or None if one is not known."""
+        heads = {w: self._heads.get(w) for w in workspace_ids}
+        return None if any(h is None for h in heads.values()) else {w: h for w, h in heads.items() if h is not None}
+
+    def remember(self, heads: dict[str, ChainHead]) -> None:
+        self._heads.update(heads)
+
+    def forget(self, workspace_ids: Sequence[str]) -> None:
+        for w in workspace_ids:
+            self._heads.pop(w, None)
+
+
+@dataclass(frozen=True)
+class Append:
+    """Events made into chain links against known heads: the rows to insert, their hashes, the
+    anchors' moves, and the heads the chains will have once they are in."""
+
+    rows: list[dict[str, Any]]
+    hashes: list[str]
+    moved: list[tuple[str, int, str, str]]
+    before: dict[str, ChainHead]
+    after: dict[str, ChainHead]
+
+    def statement(self) -> tuple[str, list[Any]]:
+        """The statement inserting the links (and moving the anchors), with its values from $1."""
+        sql, values = self._insert(1, guarded=False)
+        if self.moved:
+            # One statement with the anchors' move: a data-modifying WITH runs whether or not it is read.
+            sql = f"WITH appended AS ({sql}) {self._anchor_upsert(1 + len(values))}"
+            values += [list(column) for column in zip(*self.moved, strict=True)]
+        return sql, values
+
+    def guarded_ctes(self, first: int) -> tuple[str, list[Any]]:
+        """WITH items (parameters from $first) that insert the links, and move the anchors, in a
+        statement of their own writer's, checking first that each chain's head and anchor are still
+        the ones they were made against: the statement fails (SQLSTATE HEAD_MOVED) if one is not."""
+        workspaces = sorted(self.before)
+        anchors = [self.before[w].anchor for w in workspaces]
+        n = first
+        # A chain matches when its last event is the head and its anchor row is the one read with
+        # it (none if none was): the anchor is checked too, so that one changed behind this
+        # process's back is left for `mnemo audit verify` to report, as the long way leaves it.
+        head = "SELECT e.hash FROM audit_events e WHERE e.workspace_id = g.w ORDER BY e.id DESC LIMIT 1"
+        anchor = "SELECT 1 FROM audit_anchors a WHERE a.workspace_id = g.w"
+        same_anchor = "a.events = g.events AND a.head_hash = g.anchor_head AND a.signature = g.signature"
+        guard = f"""
+        chain_guard AS (
+            SELECT bool_and(CASE WHEN coalesce(({head}), '{GENESIS_HASH}') = g.head
+                                      AND CASE WHEN g.events IS NULL THEN NOT EXISTS ({anchor})
+                                               ELSE EXISTS ({anchor} AND {same_anchor}) END
+                                 THEN true ELSE audit_head_moved(g.w) END) AS ok
+            FROM unnest(${n}::text[], ${n + 1}::text[], ${n + 2}::bigint[], ${n + 3}::text[], ${n + 4}::text[])
+                 AS g(w, head, events, anchor_head, signature)
+        )"""
+        values: list[Any] = [
+            workspaces,
+            [self.before[w].hash for w in workspaces],
+            [a[0] if a else None for a in anchors],
+            [a[1] if a else None for a in anchors],
+            [a[2] if a else None for a in anchors],
+        ]
+        insert, insert_values = self._insert(first + len(values), guarded=True)
+        values += insert_values
+        ctes = f"{guard}, appended AS ({insert})"
+        if self.moved:
+            ctes += f", anchored AS ({self._anchor_upsert(first + len(values))})"
+            values += [list(column) for column in zip(*self.moved, strict=True)]
+        return ctes, values
+
+    def _insert(self, first: int, guarded: bool) -> tuple[str, list[Any]]:
+        names = ", ".join(name for name, _ in _COLUMNS)
+        arrays = ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(_COLUMNS, first))
+        where = "WHERE (SELECT ok FROM chain_guard) " if guarded else ""
+        # Ids are taken in the order given (WITH ORDINALITY): a chain is walked by id.
+        sql = (
+            f"INSERT INTO audit_events ({names}) SELECT {names} FROM unnest({arrays}) WITH ORDINALITY "
+            f"AS u({names}, n) {where}ORDER BY n"
+        )
+        return sql, [[row[name] for row in self.rows] for name, _ in _COLUMNS]
+
+    @staticmethod
+    def _anchor_upsert(first: int) -> str:
+        n = first
+        return (
+            "INSERT INTO audit_anchors (workspace_id, events, head_hash, signature) "
+            f"SELECT * FROM unnest(${n}::text[], ${n + 1}::bigint[], ${n + 2}::text[], ${n + 3}::text[]) "
+            "ON CONFLICT (workspace_id) DO UPDATE SET events = EXCLUDED.events, head_hash = EXCLUDED.head_hash, "
+            "signature = EXCLUDED.signature, updated_at = now()"
+        )
+
+
+# SQLSTATE of audit_head_moved() (sql/0021_audit_chain_links.sql): a guarded append found a head moved.
+HEAD_MOVED = "MN001"
+# The unique index that refuses a second event after one head.
+CHAIN_LINK_INDEX = "audit_events_chain_link"
+
+_COLUMNS = [
+    ("at", "timestamptz"),
+    ("principal", "text"),
+    ("workspace_id", "text"),
+    ("action", "text"),
+    ("memory_id", "uuid"),
+    ("version", "int"),
+    ("before_hash", "text"),
+    ("after_hash", "text"),
+    ("request_id", "text"),
+    ("trace_id", "text"),
+    ("prev_hash", "text"),
+    ("hash", "text"),
+    ("details", "jsonb"),
+]
+
+
+def chain_moved(exc: BaseException) -> bool:
+    """Whether a guarded append failed because a chain moved on (its head or anchor changed, or
+    another event took the link): the write is to be made again the long way."""
+    if isinstance(exc, asyncpg.UniqueViolationError):
+        return exc.constraint_name == CHAIN_LINK_INDEX
+    return isinstance(exc, asyncpg.PostgresError) and exc.sqlstate == HEAD_MOVED
+
+
+def prepare_append(events: Sequence[AuditEvent], heads: dict[str, ChainHead]) -> Append:
+    """The events as links of chains whose heads are `heads` (every event's workspace among them)."""
     call = current_call()
-    workspaces = sorted({e.workspace_id for e in events})
-    if not locked:
-        await _lock_chains(conn, workspaces)
-    head_rows = await conn.fetch(
-        "SELECT w, (SELECT hash FROM audit_events WHERE workspace_id = w ORDER BY id DESC LIMIT 1) AS hash, "
-        "a.workspace_id, a.events, a.head_hash, a.signature "
-        "FROM unnest($1::text[]) AS w LEFT JOIN audit_anchors a ON a.workspace_id = w",
-        workspaces,
-    )
-    heads = {r["w"]: r["hash"] or GENESIS_HASH for r in head_rows}
-    anchors = {r["w"]: r for r in head_rows}
     trace_id = current_trace_id()
+    tips = {w: h.hash for w, h in heads.items()}
     rows: list[dict[str, Any]] = []
-    hashes: list[str] = []
     for event in events:
         row: dict[str, Any] = {
             "workspace_id": event.workspace_id,
@@ -205,51 +330,60 @@ async def append_audit_events(
             "request_id": call.request_id,
             "trace_id": trace_id,
         }
-        prev_hash = heads[event.workspace_id]
+        prev_hash = tips[event.workspace_id]
         row["prev_hash"] = prev_hash
-        row["hash"] = heads[event.workspace_id] = event_hash(prev_hash, _hashed_fields(row))
+        row["hash"] = tips[event.workspace_id] = event_hash(prev_hash, _hashed_fields(row))
         rows.append(row)
-        hashes.append(row["hash"])
-    columns = [
-        ("at", "timestamptz"),
-        ("principal", "text"),
-        ("workspace_id", "text"),
-        ("action", "text"),
-        ("memory_id", "uuid"),
-        ("version", "int"),
-        ("before_hash", "text"),
-        ("after_hash", "text"),
-        ("request_id", "text"),
-        ("trace_id", "text"),
-        ("prev_hash", "text"),
-        ("hash", "text"),
-        ("details", "jsonb"),
-    ]
-    names = ", ".join(name for name, _ in columns)
-    arrays = ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(columns, 1))
-    values: list[Any] = [[row[name] for row in rows] for name, _ in columns]
-    # Ids are taken in the order given (WITH ORDINALITY): a chain is walked by id.
-    insert = (
-        f"INSERT INTO audit_events ({names}) SELECT {names} FROM unnest({arrays}) WITH ORDINALITY "
-        f"AS u({names}, n) ORDER BY n"
-    )
+    anchors = {w: h.anchor for w, h in heads.items()}
     moved = _advanced_anchors(anchors, rows) if _anchor_key.key is not None else []
-    if moved:
-        # One statement with the anchors' move: a data-modifying WITH runs whether or not it is read.
-        n = len(columns)
-        insert = (
-            f"WITH appended AS ({insert}) "
-            "INSERT INTO audit_anchors (workspace_id, events, head_hash, signature) "
-            f"SELECT * FROM unnest(${n + 1}::text[], ${n + 2}::bigint[], ${n + 3}::text[], ${n + 4}::text[]) "
-            "ON CONFLICT (workspace_id) DO UPDATE SET events = EXCLUDED.events, head_hash = EXCLUDED.head_hash, "
-            "signature = EXCLUDED.signature, updated_at = now()"
-        )
-        values += [list(column) for column in zip(*moved, strict=True)]
-    await conn.execute(insert, *values)
-    return hashes
+    after_anchors = dict(anchors) | {ws: (events, head, signature) for ws, events, head, signature in moved}
+    return Append(
+        rows=rows,
+        hashes=[row["hash"] for row in rows],
+        moved=moved,
+        before=dict(heads),
+        after={w: ChainHead(tips[w], after_anchors[w]) for w in heads},
+    )
 
 
-def _advanced_anchors(anchors: dict[str, Any], rows: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
+async def append_audit_events(
+    conn: asyncpg.Connection, events: Sequence[AuditEvent], locked: bool = False, known: ChainHeads | None = None
+) -> list[str]:
+    """Appends the events, in order, in the current transaction and returns their hashes: the
+    chains are extended once (one lock, one head read, one multi-row insert), however many events.
+
+    `locked` says an earlier statement of this transaction took the chains' locks (CHAIN_LOCK).
+    `known` learns the heads the chains will have (a hint: the transaction may yet roll back).
+    """
+    if not events:
+        return []
+    workspaces = sorted({e.workspace_id for e in events})
+    if not locked:
+        await _lock_chains(conn, workspaces)
+    head_rows = await conn.fetch(
+        "SELECT w, (SELECT hash FROM audit_events WHERE workspace_id = w ORDER BY id DESC LIMIT 1) AS hash, "
+        "a.events, a.head_hash, a.signature "
+        "FROM unnest($1::text[]) AS w LEFT JOIN audit_anchors a ON a.workspace_id = w",
+        workspaces,
+    )
+    append = prepare_append(
+        events,
+        {
+            r["w"]: ChainHead(
+                r["hash"] or GENESIS_HASH,
+                (r["events"], r["head_hash"], r["signature"]) if r["events"] is not None else None,
+            )
+            for r in head_rows
+        },
+    )
+    sql, values = append.statement()
+    await conn.execute(sql, *values)
+    if known is not None:
+        known.remember(append.after)
+    return append.hashes
+
+
+def _advanced_anchors(anchors: dict[str, Anchor | None], rows: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
     """Each chain's signed anchor moved to its new head (workspace, events, head, signature), to be
     written in the appending statement.
 
@@ -267,16 +401,18 @@ def _advanced_anchors(anchors: dict[str, Any], rows: list[dict[str, Any]]) -> li
     for ws, count in added.items():
         anchor = anchors[ws]
         first_head = rows[next(i for i, r in enumerate(rows) if r["workspace_id"] == ws)]["prev_hash"]
-        if anchor["workspace_id"] is None:
+        if anchor is None:
             if first_head != GENESIS_HASH:
                 log.warning("audit_chain_unanchored", workspace=ws)
                 continue
             events = count
-        elif anchor["head_hash"] != first_head or not _anchor_holds(anchor):
-            log.error("audit_anchor_mismatch", workspace=ws, anchored_events=anchor["events"])
+        elif anchor[1] != first_head or not _anchor_holds(
+            {"workspace_id": ws, "events": anchor[0], "head_hash": anchor[1], "signature": anchor[2]}
+        ):
+            log.error("audit_anchor_mismatch", workspace=ws, anchored_events=anchor[0])
             continue
         else:
-            events = anchor["events"] + count
+            events = anchor[0] + count
         updates.append((ws, events, heads[ws], anchor_signature(ws, events, heads[ws])))
     return updates
 

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from mnemo.common.v1 import errors_pb2 as reasons_pb
-from mnemo_store.audit import CHAIN_LOCK
+from mnemo_store.audit import CHAIN_LOCK, Append
 from mnemo_store.embed_queue import SYNC_VECTOR_COPIES
 from mnemo_store.predicates import VISIBLE_STATUSES
 
@@ -241,16 +241,23 @@ async def version_content(conn: asyncpg.Connection, memory_id: uuid.UUID, versio
     )
 
 
-async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -> dict[uuid.UUID, asyncpg.Record]:
+async def insert_memories(
+    conn: asyncpg.Connection, news: Sequence[NewMemory], audit: Append | None = None
+) -> dict[uuid.UUID, asyncpg.Record]:
     """Any number of new memories, each with its first version, its first status span and its
     chunks (with their queue rows and NOTIFY, as insert_chunks writes them), in one statement of
-    multi-row inserts (no audit event); returns each as fetch_memory would read it.
+    multi-row inserts; returns each as fetch_memory would read it.
 
     The statement also takes the audit chain locks of the memories' workspaces (audit.CHAIN_LOCK),
-    so the events that follow need no statement of their own to take them.
+    so the events that follow need no statement of their own to take them. With `audit`, their
+    events are linked in the same statement, against the heads they were made for: the statement
+    fails whole if a chain has moved on (audit.chain_moved tells), and on its own it needs no
+    transaction.
     """
     if not news:
         return {}
+    chunk_values = _chunk_values([VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news])
+    audit_ctes, audit_values = audit.guarded_ctes(19 + len(chunk_values)) if audit else ("", [])
     rows = await conn.fetch(
         f"""
         WITH u AS (
@@ -283,7 +290,7 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
         ),
         -- The chunks read their memory from `memory`: the rows a statement inserts are not yet in
         -- `memories` for the rest of it (the foreign key is checked at its end).
-        {_chunk_ctes(19, "memory")}
+        {_chunk_ctes(19, "memory")}{", " + audit_ctes if audit_ctes else ""}
         -- Every new memory has chunks (content is never blank), none embedded yet.
         SELECT memory.*, 'pending' AS embedding_state, version.content
         FROM memory JOIN version ON version.memory_id = memory.id, notified
@@ -307,7 +314,8 @@ async def insert_memories(conn: asyncpg.Connection, news: Sequence[NewMemory]) -
         [n.trust for n in news],
         [n.content for n in news],
         [n.import_batch for n in news],
-        *_chunk_values([VersionChunks(n.id, 1, n.workspace_id, n.chunks) for n in news]),
+        *chunk_values,
+        *audit_values,
     )
     return {r["id"]: r for r in rows}
 

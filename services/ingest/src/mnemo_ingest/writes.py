@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,10 +23,13 @@ from mnemo_redact import redact, redact_json
 from mnemo_store import (
     VISIBLE_STATUSES,
     AuditEvent,
+    ChainHeads,
     KnownIds,
     WorkspaceRow,
     append_audit_event,
     append_audit_events,
+    chain_moved,
+    prepare_append,
     proposals,
     resolve_for_write,
     tombstones,
@@ -87,6 +92,9 @@ class Writes:
         self.steps = steps
         # Workspaces by id, looked up once (resolve_for_write): one statement less per write.
         self.workspace_ids: KnownIds = {}
+        # The audit chains' heads as this process's writes left them, and a turn at each chain.
+        self.heads = ChainHeads()
+        self._linking: dict[str, asyncio.Lock] = {}
 
     async def write(self, ref: str, draft: Draft) -> Written:
         [result] = await self.write_many([(ref, draft)])
@@ -117,8 +125,58 @@ class Writes:
     async def _batch(
         self, chunked: list[tuple[str, Draft | MnemoError, list[db.ChunkRow]]], together: bool
     ) -> list[Written | MnemoError]:
+        async with self.pool.acquire() as conn:
+            if together and not any(isinstance(d, Draft) and _needs_decision(d) for _, d, _ in chunked):
+                done = await self._in_one_statement(conn, chunked)
+                if done is not None:
+                    return done
+            return await self._in_transaction(conn, chunked, together)
+
+    async def _in_one_statement(
+        self, conn: asyncpg.Connection, chunked: list[tuple[str, Draft | MnemoError, list[db.ChunkRow]]]
+    ) -> list[Written | MnemoError] | None:
+        """New memories that need no decision of their own, in chains whose heads this process
+        knows: one statement, outside any transaction, inserts them and links their audit events
+        to those heads, checking in the same statement that the heads have not moved (nothing else
+        of the write costs a round trip). None if a head is not known or had moved on: then the
+        caller writes the batch in a transaction, which reads the heads."""
         results: list[Written | MnemoError | None] = [None] * len(chunked)
-        async with self.pool.acquire() as conn, conn.transaction():
+        placed = await self._place(conn, chunked, results)
+        workspaces = sorted({ws.id for ws, _, _ in placed.values()})
+        async with contextlib.AsyncExitStack() as held:
+            # This process's writes to a chain take turns here rather than race for its head and
+            # fail: another process's are caught by the statement's check.
+            for w in workspaces:
+                await held.enter_async_context(self._linking.setdefault(w, asyncio.Lock()))
+            heads = self.heads.known(workspaces)
+            if heads is None:
+                return None
+            fresh = {i: self.steps.new_memory(ws, draft, chunks) for i, (ws, draft, chunks) in placed.items()}
+            if fresh:
+                append = prepare_append([_write_event(new, placed[i][1]) for i, new in fresh.items()], heads)
+                try:
+                    rows = await db.insert_memories(conn, list(fresh.values()), audit=append)
+                except asyncpg.PostgresError as exc:
+                    if not chain_moved(exc):
+                        raise
+                    self.heads.forget(workspaces)
+                    log.info("audit_head_moved", workspaces=workspaces)
+                    return None
+                self.heads.remember(append.after)
+                for i, new in fresh.items():
+                    results[i] = Written(rows[new.id], "created")
+                _log_written(list(fresh.values()))
+        assert all(r is not None for r in results)
+        return [r for r in results if r is not None]
+
+    async def _in_transaction(
+        self,
+        conn: asyncpg.Connection,
+        chunked: list[tuple[str, Draft | MnemoError, list[db.ChunkRow]]],
+        together: bool,
+    ) -> list[Written | MnemoError]:
+        results: list[Written | MnemoError | None] = [None] * len(chunked)
+        async with conn.transaction():
             placed = await self._place(conn, chunked, results)
             taken = db.Taken({}, set())
             if together:
@@ -151,7 +209,9 @@ class Writes:
             for i in alone:
                 results[i] = await self._alone(conn, *placed[i])
             # The insert took the chains' locks.
-            await append_audit_events(conn, [_write_event(new, placed[i][1]) for i, new in fresh.items()], locked=True)
+            await append_audit_events(
+                conn, [_write_event(new, placed[i][1]) for i, new in fresh.items()], locked=True, known=self.heads
+            )
             for i, new in fresh.items():
                 await _propose_review(conn, new.id, new.workspace_id, placed[i][1])
             rows |= await db.fetch_memories(conn, list(replayed.values()))
@@ -312,21 +372,41 @@ def _log_written(news: list[db.NewMemory]) -> None:
         log.info("memories_written", count=len(news), workspaces=workspaces, chunks=sum(len(n.chunks) for n in news))
 
 
-def candidate_proposal(memory_id: uuid.UUID, workspace_id: str, draft: Draft) -> proposals.NewProposal | None:
-    """The proposal a new candidate memory opens, if any: flagged text (screening) and a harvested
-    DECISION:/LESSON: line (harvest). A staged import's candidates wait for their batch's proposal."""
+def _needs_decision(draft: Draft) -> bool:
+    """Whether writing the draft takes more than inserting it: a key or a source to look up, a
+    derivation to record, an import batch to join, or a review to open."""
+    return bool(
+        draft.idempotency_key
+        or draft.source_uri
+        or draft.derivation is not None
+        or draft.import_batch is not None
+        or _review_reason(draft)
+    )
+
+
+def _review_reason(draft: Draft) -> tuple[str, str] | None:
+    """Why a new candidate waits for a reviewer (its proposal's source and reason), if it does:
+    flagged text (screening) and a harvested DECISION:/LESSON: line (harvest). A staged import's
+    candidates wait for their batch's proposal."""
     if draft.status != "candidate":
         return None
     if draft.suspicious:
-        source, reason = (
+        return (
             "screening",
             f"flagged by the poisoning screen ({', '.join(draft.suspicious)}): text that tries to instruct the "
             "model waits for a reviewer to confirm it",
         )
-    elif draft.provenance == "extracted" and draft.import_batch is None:
-        source, reason = "harvest", "a DECISION:/LESSON: line harvested from a session; confirm it to trust it"
-    else:
+    if draft.provenance == "extracted" and draft.import_batch is None:
+        return "harvest", "a DECISION:/LESSON: line harvested from a session; confirm it to trust it"
+    return None
+
+
+def candidate_proposal(memory_id: uuid.UUID, workspace_id: str, draft: Draft) -> proposals.NewProposal | None:
+    """The proposal a new candidate memory opens, if any (_review_reason)."""
+    why = _review_reason(draft)
+    if why is None:
         return None
+    source, reason = why
     return proposals.NewProposal(
         workspace_id=workspace_id,
         kind="confirm",
