@@ -166,8 +166,7 @@ class Writes:
                 for i, new in fresh.items():
                     results[i] = Written(rows[new.id], "created")
                 _log_written(list(fresh.values()))
-        assert all(r is not None for r in results)
-        return [r for r in results if r is not None]
+        return _answered(results)
 
     async def _in_transaction(
         self,
@@ -220,8 +219,7 @@ class Writes:
             _log_written(list(fresh.values()))
             for i, memory_id in replayed.items():
                 results[i] = Written(rows[memory_id], "replayed")
-        assert all(r is not None for r in results)
-        return [r for r in results if r is not None]
+        return _answered(results)
 
     async def _place(
         self,
@@ -370,6 +368,12 @@ def _log_written(news: list[db.NewMemory]) -> None:
     elif news:
         workspaces = sorted({n.workspace_id for n in news})
         log.info("memories_written", count=len(news), workspaces=workspaces, chunks=sum(len(n.chunks) for n in news))
+
+
+def _answered(results: list[Written | MnemoError | None]) -> list[Written | MnemoError]:
+    """The results of a batch, every item answered."""
+    assert all(r is not None for r in results)
+    return [r for r in results if r is not None]
 
 
 def _needs_decision(draft: Draft) -> bool:
