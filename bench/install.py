@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.latency import Spawned, free_port
+from bench.latency import READY_BANNER, Spawned, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def main() -> int:
         up = Spawned([uv, "run", "mnemo", "up"], env)
         try:
             deadline = time.perf_counter() + 1800
-            while (ready := up.first("Mnemo is ready")) is None:
+            while (ready := up.first(READY_BANNER)) is None:
                 if up.process.poll() is not None or time.perf_counter() > deadline:
                     raise RuntimeError("mnemo up did not start:\n" + up.tail(30))
                 time.sleep(0.1)

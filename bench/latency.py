@@ -40,6 +40,8 @@ INITIALIZE = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 # JSON log events of mnemo_embed: the model is ready; the graph was built (and cached) by this start.
 EMBEDDER_READY = '"embedder_ready"'
+# What `mnemo up` prints once the gateway reaches every service (mnemo_server.up).
+READY_BANNER = "Mnemo is ready"
 GRAPH_BUILT = '"embedder_graph_cached"'
 
 
@@ -82,6 +84,12 @@ class Spawned:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append((time.perf_counter() - self.started, line.rstrip()))
+
+    def printed(self, needle: str) -> bool:
+        """Whether a line of the output so far holds `needle`."""
+        if self.log_file is not None:
+            return needle in self.log_file.read_text(errors="replace")
+        return self.first(needle) is not None
 
     def tail(self, count: int) -> str:
         """The last `count` lines of the output."""
@@ -131,9 +139,9 @@ def measure_up(
                 result["listening_to_initialize_s"] = result["initialize_s"] - result["listening_s"]
             else:
                 time.sleep(0.01)
-        while proc.first("Mnemo is ready") is None:
+        while proc.first(READY_BANNER) is None:
             time.sleep(0.05)
-        result["ready_s"] = proc.first("Mnemo is ready")
+        result["ready_s"] = proc.first(READY_BANNER)
         while (status := client.get(f"{base}/api/v1/status").json())["embedder_state"] == "loading":
             time.sleep(0.1)
         result["embedder_state"] = status["embedder_state"]

@@ -52,7 +52,7 @@ import asyncpg
 import httpx
 
 from bench.common import percentile
-from bench.latency import MNEMO, Spawned, free_port
+from bench.latency import MNEMO, READY_BANNER, Spawned, free_port
 from mnemo_cli.commands.imports import BATCH as IMPORT_BATCH
 from mnemo_cli.commands.imports import IN_FLIGHT
 from mnemo_embed.settings import EmbeddingSettings
@@ -360,8 +360,13 @@ def main(argv: list[str] | None = None) -> int:
                 while True:
                     if up.process.poll() is not None or time.perf_counter() > deadline:
                         raise RuntimeError("mnemo up did not start:\n" + up.tail(20))
+                    # The banner says the gateway reaches every service (the status can report the
+                    # model ready before: it loads while the services start).
                     try:
-                        if client.get(f"{base}/api/v1/status").json().get("embedder_state") == "ready":
+                        if (
+                            up.printed(READY_BANNER)
+                            and client.get(f"{base}/api/v1/status").json().get("embedder_state") == "ready"
+                        ):
                             break
                     except httpx.HTTPError:
                         pass
