@@ -298,7 +298,17 @@ async def kept_count(dsn: str) -> int:
         await conn.close()
 
 
-async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_with_its_key(net: Net) -> None:
+# Where a write commits: a new note is one statement, committed on its own, once the ingest
+# process knows its chain's head (the fixture's notes taught it); a note with a source goes the long
+# way, BEGIN ... COMMIT. The fault strikes the message that commits, on either way.
+@pytest.mark.parametrize(
+    ("source_uri", "commit_message"),
+    [("", b"the commit window"), ("file:///commit-window.md", b"COMMIT")],
+    ids=["one-statement", "transaction"],
+)
+async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_with_its_key(
+    net: Net, source_uri: str, commit_message: bytes
+) -> None:
     assert net.stack.ingest is not None
     channel = grpc.aio.insecure_channel(net.stack.ingest.target)
     stub = ingest_grpc.IngestServiceStub(channel)
@@ -306,7 +316,7 @@ async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_w
 
     def write(timeout: float) -> grpc.aio.UnaryUnaryCall:
         request = ingest_pb.WriteMemoryRequest(
-            workspace=WORKSPACE, content="the commit window", idempotency_key="window"
+            workspace=WORKSPACE, content="the commit window", idempotency_key="window", source_uri=source_uri
         )
         return stub.WriteMemory(request, metadata=current_call().metadata(), timeout=timeout)
 
@@ -316,11 +326,12 @@ async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_w
             return not await watcher.fetchval("SELECT count(*) FROM embed_queue")
 
         await eventually(embedded, timeout=30, interval=0.1)
-        # The write's COMMIT reaches PostgreSQL, and its answer is lost with the connection.
-        net.db_proxy.die_after(b"COMMIT")
+        # The message that commits the write reaches PostgreSQL (the one statement's, carrying its
+        # content; or COMMIT), and its answer is lost with the connection.
+        net.db_proxy.die_after(commit_message)
         with pytest.raises(grpc.aio.AioRpcError) as lost:
             await write(timeout=2.0)
-        assert net.db_proxy.died_after == 1  # the fault struck the COMMIT, not something before it
+        assert net.db_proxy.died_after == 1  # the fault struck the commit, not something before it
         assert lost.value.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
         # It failed for the client, and yet it was stored: the window is real (the control) ...
         stored = "SELECT count(*) FROM memories WHERE workspace_id = $1 AND idempotency_key = 'window'"

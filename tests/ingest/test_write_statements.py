@@ -5,11 +5,14 @@ three statements between BEGIN and COMMIT."""
 
 from __future__ import annotations
 
+import pytest
+
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo_embed import HashEmbedder
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import check_write
 from mnemo_ingest.writes import Writes
+from mnemo_platform import AlreadyExists
 from mnemo_store import add_workspace, open_pool, verify_chains
 from mnemo_wire.trust import TrustSettings
 from tests.helpers import Postgres, migrate
@@ -57,5 +60,50 @@ async def test_a_new_note_costs_one_statement_once_its_workspace_and_chain_head_
             )
             assert (await verify_chains(conn)).ok
         assert dict(counts) == {"memories": 4, "queued": 4, "audited": 4}
+    finally:
+        await pool.close()
+
+
+async def test_a_note_with_a_new_key_is_one_statement_and_a_repeat_is_answered_the_long_way(
+    postgres: Postgres,
+) -> None:
+    dsn = await postgres.create_database("keyed_statements")
+    embedder = HashEmbedder(16)
+    await migrate(dsn, embedder)
+    pool = await open_pool(dsn, 1, 1)
+    try:
+        sent: list[str] = []
+        async with pool.acquire() as conn:
+            ws, _ = await add_workspace(conn, name="Keyed Notes")
+            conn.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
+        writes = Writes(pool, Steps(embedder, TrustSettings()))
+
+        async def write(content: str, key: str) -> tuple[str, list[str]]:
+            sent.clear()
+            request = pb.WriteMemoryRequest(workspace=ws.id, content=content, idempotency_key=key)
+            written = await writes.write(ws.id, check_write(request, 1 << 20))
+            return written.outcome, list(sent)
+
+        await write("the chain's first note in this process", "key-0")
+        outcome, new_key = await write("a note with a key never used", "key-1")
+        assert outcome == "created" and len(new_key) == 1 and "chain_guard" in new_key[0], new_key
+        # A retry of it: the statement fails on the key's unique index, and the long way, which
+        # looks the key up, answers it as a replay of the first.
+        outcome, repeat = await write("a note with a key never used", "key-1")
+        assert outcome == "replayed", outcome
+        assert "chain_guard" in repeat[0] and "BEGIN;" in repeat[1:], repeat
+        # (as a batch, not item by item in savepoints, as a batch that failed otherwise is rerun)
+        assert not any(q.startswith("SAVEPOINT") for q in repeat), repeat
+        # The same key with other content is refused, and writes nothing.
+        with pytest.raises(AlreadyExists):
+            await write("other content under the same key", "key-1")
+        async with pool.acquire() as conn:
+            counts = await conn.fetchrow(
+                "SELECT (SELECT count(*) FROM memories) AS memories, "
+                "(SELECT count(*) FROM audit_events WHERE action = 'write') AS audited"
+            )
+            assert (await verify_chains(conn)).ok
+        # Positive control beside the refusals: the two keyed notes, each once.
+        assert dict(counts) == {"memories": 2, "audited": 2}
     finally:
         await pool.close()

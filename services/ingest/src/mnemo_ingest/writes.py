@@ -40,6 +40,9 @@ log = structlog.get_logger("mnemo.ingest")
 
 Outcome = Literal["created", "new_version", "unchanged", "replayed"]
 
+# The unique index of a workspace's idempotency keys (sql/0001_core.sql).
+KEY_INDEX = "memories_idempotency_key"
+
 # The most items one batch write takes: a batch is one transaction, held while every item is written.
 MAX_BATCH = 1000
 
@@ -157,6 +160,8 @@ class Writes:
                 try:
                     rows = await db.insert_memories(conn, list(fresh.values()), audit=append)
                 except asyncpg.PostgresError as exc:
+                    if isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == KEY_INDEX:
+                        return None  # a key already used (a retry): the long way answers it as a replay
                     if not chain_moved(exc):
                         raise
                     self.heads.forget(workspaces)
@@ -377,14 +382,13 @@ def _answered(results: list[Written | MnemoError | None]) -> list[Written | Mnem
 
 
 def _needs_decision(draft: Draft) -> bool:
-    """Whether writing the draft takes more than inserting it: a key or a source to look up, a
-    derivation to record, an import batch to join, or a review to open."""
+    """Whether writing the draft takes more than inserting it: a source to look up (the workspace
+    may hold it, or have tombstoned it), a derivation to record, an import batch to join, or a
+    review to open. An idempotency key does not: a new one is inserted with the note, and one
+    already used fails the insert on its unique index (KEY_INDEX), the write then answered the
+    long way."""
     return bool(
-        draft.idempotency_key
-        or draft.source_uri
-        or draft.derivation is not None
-        or draft.import_batch is not None
-        or _review_reason(draft)
+        draft.source_uri or draft.derivation is not None or draft.import_batch is not None or _review_reason(draft)
     )
 
 
