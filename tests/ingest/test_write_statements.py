@@ -5,6 +5,7 @@ three statements between BEGIN and COMMIT."""
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 
 from mnemo.ingest.v1 import ingest_service_pb2 as pb
@@ -13,24 +14,31 @@ from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import check_write
 from mnemo_ingest.writes import Writes
 from mnemo_platform import AlreadyExists
-from mnemo_store import add_workspace, open_pool, verify_chains
+from mnemo_store import WorkspaceRow, add_workspace, open_pool, verify_chains
 from mnemo_wire.trust import TrustSettings
 from tests.helpers import Postgres, migrate
 
 
-async def test_a_new_note_costs_one_statement_once_its_workspace_and_chain_head_are_known(postgres: Postgres) -> None:
-    dsn = await postgres.create_database("write_statements")
+async def _counted(
+    postgres: Postgres, prefix: str, *names: str
+) -> tuple[asyncpg.Pool, Writes, list[WorkspaceRow], list[str]]:
+    """A database with workspaces `names`, a pool of one connection whose statements are collected
+    in the list returned, and the write side over it."""
+    dsn = await postgres.create_database(prefix)
     embedder = HashEmbedder(16)
     await migrate(dsn, embedder)
     pool = await open_pool(dsn, 1, 1)
+    sent: list[str] = []
+    async with pool.acquire() as conn:
+        workspaces = [(await add_workspace(conn, name=name))[0] for name in names]
+        # The pool's one connection, whichever way it is taken.
+        conn.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
+    return pool, Writes(pool, Steps(embedder, TrustSettings())), workspaces, sent
+
+
+async def test_a_new_note_costs_one_statement_once_its_workspace_and_chain_head_are_known(postgres: Postgres) -> None:
+    pool, writes, (ws, other), sent = await _counted(postgres, "write_statements", "Counted Notes", "Other Notes")
     try:
-        sent: list[str] = []
-        async with pool.acquire() as conn:
-            ws, _ = await add_workspace(conn, name="Counted Notes")
-            other, _ = await add_workspace(conn, name="Other Notes")
-            # The pool's one connection, whichever way it is taken.
-            conn.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
-        writes = Writes(pool, Steps(embedder, TrustSettings()))
 
         async def statements(ref: str, content: str) -> list[str]:
             sent.clear()
@@ -67,16 +75,8 @@ async def test_a_new_note_costs_one_statement_once_its_workspace_and_chain_head_
 async def test_a_note_with_a_new_key_is_one_statement_and_a_repeat_is_answered_the_long_way(
     postgres: Postgres,
 ) -> None:
-    dsn = await postgres.create_database("keyed_statements")
-    embedder = HashEmbedder(16)
-    await migrate(dsn, embedder)
-    pool = await open_pool(dsn, 1, 1)
+    pool, writes, (ws,), sent = await _counted(postgres, "keyed_statements", "Keyed Notes")
     try:
-        sent: list[str] = []
-        async with pool.acquire() as conn:
-            ws, _ = await add_workspace(conn, name="Keyed Notes")
-            conn.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
-        writes = Writes(pool, Steps(embedder, TrustSettings()))
 
         async def write(content: str, key: str) -> tuple[str, list[str]]:
             sent.clear()
