@@ -38,10 +38,13 @@ async def _setup(postgres: Postgres, prefix: str) -> tuple[asyncpg.Pool, Writes,
     return pool, Writes(pool, Steps(embedder, TrustSettings())), ws.id
 
 
-def _logging(pool: asyncpg.Pool, sent: list[str]) -> None:
+def _logging(pool: asyncpg.Pool) -> list[str]:
+    """The statements sent from now on, by any of the pool's connections."""
+    sent: list[str] = []
     for holder in pool._holders:  # every connection the pool may hand out
         if holder._con is not None:
             holder._con.add_query_logger(lambda record: sent.append(" ".join(record.query.split())))
+    return sent
 
 
 async def _write(writes: Writes, workspace: str, content: str) -> None:
@@ -74,11 +77,10 @@ async def test_a_chain_moved_by_another_writer_fails_the_statement_and_the_note_
     postgres: Postgres,
 ) -> None:
     pool, writes, ws = await _setup(postgres, "chain_moved")
-    sent: list[str] = []
     try:
         await _write(writes, ws, "the first note reads the chain's head")
         await _write(writes, ws, "the second is one statement")
-        _logging(pool, sent)
+        sent = _logging(pool)
         async with pool.acquire() as conn, conn.transaction():
             await _other_writer_appends(conn, ws)
         sent.clear()
@@ -103,7 +105,6 @@ async def test_a_head_remembered_from_a_transaction_that_rolled_back_is_caught_b
     postgres: Postgres, anchored: bool
 ) -> None:
     pool, writes, ws = await _setup(postgres, "chain_rolled_back")
-    sent: list[str] = []
     key = anchor_key_path()
     # Without anchors the head alone tells the remembered chain from the real one.
     configure_anchor_key(key if anchored else None)
@@ -117,7 +118,7 @@ async def test_a_head_remembered_from_a_transaction_that_rolled_back_is_caught_b
             await tx.start()
             await append_audit_events(conn, [AuditEvent(ws, "restore", details={"rolled": "back"})], known=writes.heads)
             await tx.rollback()
-        _logging(pool, sent)
+        sent = _logging(pool)
         await _write(writes, ws, "the second finds its head was never written")
         assert sum("chain_guard" in q for q in sent) == 1 and "BEGIN;" in sent, sent
         assert await _state(pool, ws) == (2, 2, True)
@@ -128,12 +129,11 @@ async def test_a_head_remembered_from_a_transaction_that_rolled_back_is_caught_b
 
 async def test_a_chain_moved_while_the_statement_waited_for_its_lock_is_not_forked(postgres: Postgres) -> None:
     pool, writes, ws = await _setup(postgres, "chain_race")
-    sent: list[str] = []
     try:
         await _write(writes, ws, "the first note reads the chain's head")
         await _write(writes, ws, "the second is one statement")
         other = await pool.acquire()
-        _logging(pool, sent)
+        sent = _logging(pool)
         try:
             # Another writer holds the chain's lock, its event appended after the remembered head.
             tx = other.transaction()
@@ -167,11 +167,9 @@ async def test_a_chain_moved_while_the_statement_waited_for_its_lock_is_not_fork
 
 async def test_concurrent_notes_of_one_process_take_turns_at_the_chain(postgres: Postgres) -> None:
     pool, writes, ws = await _setup(postgres, "chain_turns")
-    sent: list[str] = []
     try:
         await _write(writes, ws, "the first note reads the chain's head")
-        _logging(pool, sent)
-        sent.clear()
+        sent = _logging(pool)
         await asyncio.gather(*(_write(writes, ws, f"concurrent note {i}") for i in range(12)))
         # None of them had to take the long way: each was its one statement.
         assert len([q for q in sent if "chain_guard" in q]) == 12 and "BEGIN;" not in sent, sent

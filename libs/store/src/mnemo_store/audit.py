@@ -80,8 +80,8 @@ def anchor_signature(workspace_id: str, events: int, head_hash: str) -> str:
     return hmac.new(_anchor_key.key, message, hashlib.sha256).hexdigest()
 
 
-def _anchor_holds(row: Any) -> bool:
-    return hmac.compare_digest(row["signature"], anchor_signature(row["workspace_id"], row["events"], row["head_hash"]))
+def _anchor_holds(workspace_id: str, events: int, head_hash: str, signature: str) -> bool:
+    return hmac.compare_digest(signature, anchor_signature(workspace_id, events, head_hash))
 
 
 async def anchor_unanchored_chains(conn: asyncpg.Connection) -> int:
@@ -406,9 +406,7 @@ def _advanced_anchors(anchors: dict[str, Anchor | None], rows: list[dict[str, An
                 log.warning("audit_chain_unanchored", workspace=ws)
                 continue
             events = count
-        elif anchor[1] != first_head or not _anchor_holds(
-            {"workspace_id": ws, "events": anchor[0], "head_hash": anchor[1], "signature": anchor[2]}
-        ):
+        elif anchor[1] != first_head or not _anchor_holds(ws, *anchor):
             log.error("audit_anchor_mismatch", workspace=ws, anchored_events=anchor[0])
             continue
         else:
@@ -493,7 +491,7 @@ def _anchor_problem(anchor: Any, length: int, head: str) -> str:
     """What does not hold between a chain (its length and head) and its signed anchor, or ""."""
     if anchor is None:
         return f"the chain holds {length} events but has no anchor (its anchor was deleted)" if length else ""
-    if not _anchor_holds(anchor):
+    if not _anchor_holds(anchor["workspace_id"], anchor["events"], anchor["head_hash"], anchor["signature"]):
         return "the chain's anchor is not signed by the anchor key: it was rewritten in the database"
     if anchor["events"] != length or anchor["head_hash"] != head:
         cut = "events were removed from its end" if length < anchor["events"] else "its events were replaced"

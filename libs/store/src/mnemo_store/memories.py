@@ -241,6 +241,16 @@ async def version_content(conn: asyncpg.Connection, memory_id: uuid.UUID, versio
     )
 
 
+# The unique index of a workspace's idempotency keys (sql/0001_core.sql): a write that fails on it
+# reused a key (a retry, or another writer took it meanwhile).
+KEY_INDEX = "memories_idempotency_key"
+
+
+def key_taken(exc: BaseException) -> bool:
+    """Whether an insert failed because one of its idempotency keys is already taken."""
+    return isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == KEY_INDEX
+
+
 async def insert_memories(
     conn: asyncpg.Connection, news: Sequence[NewMemory], audit: Append | None = None
 ) -> dict[uuid.UUID, asyncpg.Record]:

@@ -40,9 +40,6 @@ log = structlog.get_logger("mnemo.ingest")
 
 Outcome = Literal["created", "new_version", "unchanged", "replayed"]
 
-# The unique index of a workspace's idempotency keys (sql/0001_core.sql).
-KEY_INDEX = "memories_idempotency_key"
-
 # The most items one batch write takes: a batch is one transaction, held while every item is written.
 MAX_BATCH = 1000
 
@@ -141,8 +138,9 @@ class Writes:
         """New memories that need no decision of their own, in chains whose heads this process
         knows: one statement, outside any transaction, inserts them and links their audit events
         to those heads, checking in the same statement that the heads have not moved (nothing else
-        of the write costs a round trip). None if a head is not known or had moved on: then the
-        caller writes the batch in a transaction, which reads the heads."""
+        of the write costs a round trip). None if a head is not known or had moved on, or a key was
+        already taken: then the caller writes the batch in a transaction, which reads the heads and
+        looks the keys up."""
         results: list[Written | MnemoError | None] = [None] * len(chunked)
         placed = await self._place(conn, chunked, results)
         workspaces = sorted({ws.id for ws, _, _ in placed.values()})
@@ -160,7 +158,7 @@ class Writes:
                 try:
                     rows = await db.insert_memories(conn, list(fresh.values()), audit=append)
                 except asyncpg.PostgresError as exc:
-                    if isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == KEY_INDEX:
+                    if db.key_taken(exc):
                         return None  # a key already used (a retry): the long way answers it as a replay
                     if not chain_moved(exc):
                         raise
@@ -385,8 +383,8 @@ def _needs_decision(draft: Draft) -> bool:
     """Whether writing the draft takes more than inserting it: a source to look up (the workspace
     may hold it, or have tombstoned it), a derivation to record, an import batch to join, or a
     review to open. An idempotency key does not: a new one is inserted with the note, and one
-    already used fails the insert on its unique index (KEY_INDEX), the write then answered the
-    long way."""
+    already used fails the insert on its unique index (memories.key_taken), the write then
+    answered the long way."""
     return bool(
         draft.source_uri or draft.derivation is not None or draft.import_batch is not None or _review_reason(draft)
     )
