@@ -193,7 +193,7 @@ async def wait_embedded(client: Any, workspace: str = "", every_s: float = 5.0) 
 # -- run records ------------------------------------------------------------------------------
 
 
-def _cpu_times() -> list[int]:
+def cpu_ticks() -> list[int]:
     """The machine's CPU time counters since boot (the `cpu` line of /proc/stat), in ticks."""
     return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
 
@@ -204,9 +204,9 @@ def cpu_use(seconds: float = 3.0) -> dict[str, Any]:
     load averages. Linux only (/proc/stat); elsewhere busy and steal are NaN."""
     load = [round(x, 2) for x in os.getloadavg()]
     try:
-        before = _cpu_times()
+        before = cpu_ticks()
         time.sleep(seconds)
-        after = _cpu_times()
+        after = cpu_ticks()
     except OSError:
         time.sleep(seconds)
         return {"busy": math.nan, "steal": math.nan, "seconds": seconds, "load_average": load}

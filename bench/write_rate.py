@@ -20,7 +20,10 @@ model on onnxruntime); this process is the client, over HTTP. Measured in one ru
    and the drain time (from the import's first call to its last vector stored) against the raw
    model's time for the same notes. `GET /api/v1/status` is polled meanwhile only to learn when
    the backlog has drained, every 2 s: each poll counts the queue on the cores the model runs on, so polling for
-   the figures themselves (every 0.5 s, as this benchmark did before) took from what it measured.
+   the figures themselves (every 0.5 s, as this benchmark did before) took from what it measured;
+5. where the CPU time went during the import and then the drain (Linux, /proc: CpuLedger), against
+   the raw model's CPU time for the same notes: how much work beside the model the stack did, and
+   the shortest drain that work allows (`work_floor_vs_raw_time`).
 
 Prints a table and writes bench/results/write_rate.json and write_rate.png (commit and embed rate
 over time).
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
 import json
 import math
 import os
@@ -51,12 +55,14 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.common import percentile
+from bench.common import cpu_ticks, percentile
 from bench.latency import MNEMO, READY_BANNER, Spawned, free_port
 from mnemo_cli.commands.imports import BATCH as IMPORT_BATCH
 from mnemo_cli.commands.imports import IN_FLIGHT
+from mnemo_embed.local import BATCH_NICE
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_platform.settings import load as load_settings
+from mnemo_store.embedded import server_processes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = REPO_ROOT / "bench" / "data" / "scifact" / "corpus.jsonl"
@@ -81,6 +87,67 @@ def title_of(i: int) -> str:
     return f"note {i}"
 
 
+class CpuLedger:
+    """Where the machine's CPU time goes, in core-seconds since boot, read from /proc (Linux only):
+    the server's model (its threads at BATCH_NICE, which compute the worker's batches:
+    mnemo_embed.local), the rest of the server process, its PostgreSQL (every process working in
+    the data directory, and what the postmaster's finished children used), this process (the
+    client), everything else on the machine, and the cores' idle time. Two readings apart add up
+    to the seconds between them times the cores (to the kernel's tick)."""
+
+    PARTS = ("model", "server", "postgres", "client", "elsewhere", "idle")
+
+    def __init__(self, server_pid: int, pgdata: Path) -> None:
+        self.server_pid = server_pid
+        self.pgdata = pgdata.resolve()
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _stat(path: str) -> list[str]:
+        """The fields of a /proc stat file after the command name (which may hold spaces)."""
+        text = Path(path).read_text()
+        return text[text.rindex(")") + 2 :].split()
+
+    def _postgres_ticks(self) -> int:
+        postmaster = int((self.pgdata / "postmaster.pid").read_text().splitlines()[0])
+        ticks = 0
+        for process in server_processes(self.pgdata):
+            with contextlib.suppress(OSError):
+                fields = self._stat(f"/proc/{process.pid}/stat")
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+                if process.pid == postmaster:
+                    ticks += int(fields[13]) + int(fields[14])  # of its children that ended (backends)
+        return ticks
+
+    def read(self) -> dict[str, float]:
+        machine = cpu_ticks()
+        # The process's own line counts the threads that have ended too.
+        fields = self._stat(f"/proc/{self.server_pid}/stat")
+        process = int(fields[11]) + int(fields[12])
+        model = 0
+        for tid in os.listdir(f"/proc/{self.server_pid}/task"):
+            with contextlib.suppress(OSError):
+                fields = self._stat(f"/proc/{self.server_pid}/task/{tid}/stat")
+                if int(fields[16]) == BATCH_NICE:  # onnxruntime's threads live as long as their session
+                    model += int(fields[11]) + int(fields[12])
+        client = os.times()
+        parts = {
+            "model": model / self.tick,
+            "server": (process - model) / self.tick,
+            "postgres": self._postgres_ticks() / self.tick,
+            "client": client.user + client.system,
+        }
+        # user nice system idle iowait irq softirq steal (guest time is already counted in user)
+        busy = sum(machine[:8]) - machine[3] - machine[4]
+        parts["elsewhere"] = busy / self.tick - sum(parts.values())
+        parts["idle"] = (machine[3] + machine[4]) / self.tick
+        return parts
+
+    @staticmethod
+    def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {part: round(after[part] - before[part], 2) for part in CpuLedger.PARTS}
+
+
 def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) -> dict[str, Any]:
     """The bundled embedder in this process, as the worker runs it: its batch size, its thread
     count, and the text it embeds (each note's title as context, then the note), on `count` of
@@ -97,12 +164,20 @@ def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) ->
         embedder.start()
         await embedder.wait_ready()
         await embedder.embed(texts[:batch_size])  # warm-up
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), os.times()
         for i in range(0, len(texts), batch_size):
             await embedder.embed(texts[i : i + batch_size])
         elapsed = time.perf_counter() - started
+        used = os.times()
+        core_s = used.user + used.system - cpu.user - cpu.system
         tokens = statistics.mean(embedder.count_tokens(t) for t in texts[:200])
-        return {"notes": len(texts), "seconds": elapsed, "notes_per_s": len(texts) / elapsed, "tokens_per_note": tokens}
+        return {
+            "notes": len(texts),
+            "seconds": elapsed,
+            "notes_per_s": len(texts) / elapsed,
+            "core_s_per_note": core_s / len(texts),
+            "tokens_per_note": tokens,
+        }
 
     return asyncio.run(run())
 
@@ -187,11 +262,12 @@ class BacklogWatch:
 
 
 def batch_import(
-    base: str, workspace: str, texts: list[str], batch: int, in_flight: int, checks: int
+    base: str, workspace: str, texts: list[str], batch: int, in_flight: int, checks: int, ledger: CpuLedger
 ) -> dict[str, Any]:
     """The import as `mnemo import` sends it: batches of `batch`, `in_flight` of them sent before the
     first is answered. Returns per-batch (end time, notes), the committed rate over the import's
-    wall time, and the lexical checks (a sampled batch's last note searched once its call returns)."""
+    wall time, the lexical checks (a sampled batch's last note searched once its call returns), and
+    the CPU time each part of the stack spent during the import and then until the backlog drained."""
     watch = BacklogWatch(base)
     check_every = max(1, (len(texts) // batch) // checks)
     local = threading.local()
@@ -222,13 +298,16 @@ def batch_import(
         return ended, len(items), visible
 
     began = time.perf_counter() - watch.started
+    at_start = ledger.read()
     with ThreadPoolExecutor(in_flight) as senders:
         sent = list(senders.map(send, range(math.ceil(len(texts) / batch))))
+    at_commit = ledger.read()
     commits = sorted((ended, count) for ended, count, _ in sent)
     wall = commits[-1][0] - began
     checked = [visible for _, _, visible in sent if visible is not None]
     drained_s = watch.drained_at(commits[-1][0])
     watch.stop()
+    at_drained = ledger.read()
     return {
         "notes": len(texts),
         "batch": batch,
@@ -242,6 +321,10 @@ def batch_import(
         "lexically_visible_at_commit": sum(checked),
         "commits": commits,
         "backlog": watch.samples,
+        "cpu_core_s": {
+            "import": CpuLedger.spent(at_start, at_commit),
+            "drain": CpuLedger.spent(at_commit, at_drained),
+        },
     }
 
 
@@ -287,6 +370,28 @@ def steady_rate(times: list[float], middle: float = 0.8) -> float | None:
         return None
     span = times[last] - times[first]
     return (last - first) / span if span > 0 else None
+
+
+def cpu_account(
+    spent: dict[str, dict[str, float]], raw_model_core_s: float, raw_time: float, cores: int
+) -> dict[str, Any]:
+    """What the import and its drain cost in CPU time, against the raw model's for the same notes.
+
+    `model_cpu_per_note_vs_raw`: the server's model threads' CPU time over the raw model's (above 1:
+    the model does less per core-second beside the rest of the stack than alone). `work_beside_model`:
+    the server's other threads, PostgreSQL and the client (the import, the indexes' upkeep, the
+    worker's claims and stores). `work_floor_vs_raw_time`: how long the raw model's CPU time plus
+    that work would take on every core with none idle, against the raw model's time; the drain
+    cannot beat it without doing less work."""
+    total = {part: round(sum(phase[part] for phase in spent.values()), 2) for part in CpuLedger.PARTS}
+    beside = total["server"] + total["postgres"] + total["client"]
+    return {
+        "core_s": {**spent, "total": total},
+        "raw_model_core_s": round(raw_model_core_s, 2),
+        "model_cpu_per_note_vs_raw": total["model"] / raw_model_core_s,
+        "work_beside_model_core_s": round(beside, 2),
+        "work_floor_vs_raw_time": (raw_model_core_s + beside) / cores / raw_time,
+    }
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -380,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                 single = single_writes(client, base, "singles", args.singles)
                 wait_drained(client, base)
                 print(f"importing {len(texts):,} notes in batches of {args.batch} …", flush=True)
-                imported = batch_import(base, "import", texts, args.batch, args.in_flight, checks=10)
+                ledger = CpuLedger(up.process.pid, Path(data_dir) / "pg")
+                imported = batch_import(base, "import", texts, args.batch, args.in_flight, checks=10, ledger=ledger)
                 # Kept in the results (to the millisecond), so the rates can be worked out again.
                 imported["embedded_times"] = [
                     round(t, 3) for t in embedded_times(Path(data_dir), "import", imported["started_at"])
@@ -405,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
         "notes_per_s": statistics.mean([raw_before["notes_per_s"], raw_after["notes_per_s"]]),
     }
     raw_time = len(texts) / raw["notes_per_s"]
+    raw["core_s_per_note"] = statistics.mean([raw_before["core_s_per_note"], raw_after["core_s_per_note"]])
+    cpu = cpu_account(imported["cpu_core_s"], raw["core_s_per_note"] * len(texts), raw_time, os.cpu_count() or 1)
     times = imported["embedded_times"]
     if len(times) != len(texts):
         raise RuntimeError(f"{len(times)} of the {len(texts)} imported notes have a vector")
@@ -441,7 +549,11 @@ def main(argv: list[str] | None = None) -> int:
             "drained_s": imported["drained_s"],
             "raw_model_s_for_all": raw_time,
             "drained_vs_raw_time": imported["drained_s"] / raw_time,
+            "model_cpu_per_note_vs_raw": cpu["model_cpu_per_note_vs_raw"],
+            "work_beside_model_core_s": cpu["work_beside_model_core_s"],
+            "work_floor_vs_raw_time": cpu["work_floor_vs_raw_time"],
         },
+        "cpu": cpu,
     }
     (out / "write_rate.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(report, out / "write_rate.png")
