@@ -23,6 +23,7 @@ import asyncpg
 import grpc
 import httpx
 import pytest
+from pgvector.asyncpg import register_vector
 
 from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
@@ -31,7 +32,8 @@ from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
 from mnemo_embed import HashEmbedder
 from mnemo_gateway import GatewayApp
 from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
-from mnemo_platform import current_call
+from mnemo_platform import current_call, grpc_server
+from mnemo_platform.grpc_server import GrpcApp, Registration
 from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
 from mnemo_server.stack import Stack, StackConfig
 from mnemo_store import close_pool, open_pool, renew_connections
@@ -108,7 +110,11 @@ async def answered_again(
 
 async def test_latency_and_resets_keep_every_call_within_its_deadline(net: Net) -> None:
     async with httpx.AsyncClient(base_url=net.gateway.base_url, timeout=30) as http:
-        # Gateway <-> search: +200 ms each way, 1% of chunks reset their connection.
+        # Gateway <-> search: +200 ms each way, 1% of chunks reset their connection. Each link's
+        # count starts five chunks short of a reset, so the first falls among its first calls
+        # whatever it carried before: a write is one statement now, and the database link's
+        # twelve calls may carry fewer than the hundred chunks between two resets.
+        net.search_proxy.chunks = 95
         net.search_proxy.latency_s, net.search_proxy.reset_fraction = 0.2, 0.01
         results = [
             await timed(http, "POST", "/api/v1/search", json={"workspace": WORKSPACE, "query": f"fact {i % 5}"})
@@ -116,6 +122,7 @@ async def test_latency_and_resets_keep_every_call_within_its_deadline(net: Net) 
         ]
         net.search_proxy.latency_s = net.search_proxy.reset_fraction = 0.0
         # Services <-> PostgreSQL: the same, for writes (ingest) and reads (search).
+        net.db_proxy.chunks = 95
         net.db_proxy.latency_s, net.db_proxy.reset_fraction = 0.2, 0.01
         writes = [
             await timed(
@@ -346,6 +353,87 @@ async def test_a_write_whose_commit_answer_is_lost_is_stored_once_when_retried_w
     finally:
         await watcher.close()
         await channel.close()
+
+
+async def test_a_pooled_connection_is_ready_two_round_trips_after_it_connects(postgres: Postgres) -> None:
+    """Across a slow link each round trip of a new connection's setup counts against the call that
+    opened it (database._init_connection): counted here in the chunks the proxy carries, each round
+    trip a message and its answer."""
+    dsn = await postgres.create_database("setup")
+    direct = await asyncpg.connect(dsn)
+    await direct.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    await direct.close()
+    proxy = await FaultProxy(socket_of(postgres.uri)).start()
+    via_proxy = f"postgresql://postgres@127.0.0.1:{proxy.port}{urlsplit(dsn).path}"
+    try:
+        before = proxy.chunks
+        bare = await asyncpg.connect(via_proxy)
+        connecting = proxy.chunks - before
+        before = proxy.chunks
+        pool = await open_pool(via_proxy, 1, 1)
+        pooled = proxy.chunks - before
+        # Its codecs work: a vector goes in and comes back out.
+        assert (await pool.fetchval("SELECT $1::vector", [1.0, 2.0])).to_list() == [1.0, 2.0]
+        await close_pool(pool, timeout_s=1)
+        assert pooled - connecting <= 4  # the vector type's lookup, prepared then run
+        # The control: pgvector's own registration (three types), on the bare connection, costs more.
+        before = proxy.chunks
+        await register_vector(bare)
+        assert proxy.chunks - before >= 12
+        await bare.close()
+    finally:
+        await proxy.stop()
+
+
+class _Probed(GrpcApp):
+    """A service with no servicers whose readiness probe fails loudly (an answer naming why) or
+    silently (no answer), and which counts the renewals its failures ask for."""
+
+    name = "probed"
+
+    def __init__(self) -> None:
+        super().__init__("127.0.0.1:0", 1.0)
+        self.silent, self.probes, self.renewed = False, 0, 0
+
+    async def open(self) -> list[Registration]:
+        return []
+
+    async def unready_reason(self) -> str | None:
+        self.probes += 1
+        if self.silent:
+            await asyncio.Event().wait()
+        return "PostgreSQL does not answer: ConnectionDoesNotExistError"
+
+    async def renew_connections(self) -> None:
+        self.renewed += 1
+
+
+async def test_only_a_silent_readiness_probe_renews_the_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe whose connection was reset lost that connection only; renewing the rest would make
+    every call after it open one of its own. A probe that gets no answer may be on a dead path,
+    where every connection looks open and answers nothing: that one renews them."""
+    monkeypatch.setattr(grpc_server, "READINESS_INTERVAL_S", 0.05)
+    monkeypatch.setattr(grpc_server, "READINESS_TIMEOUT_S", 0.2)
+    app = _Probed()
+    await app.start()
+    try:
+
+        async def probed(times: int) -> bool:
+            return app.probes >= times
+
+        await eventually(lambda: probed(5), timeout=30)
+        assert app.renewed == 0  # five loud failures, no renewal
+        app.silent = True
+        probes = app.probes
+
+        async def renewed() -> bool:
+            return app.renewed >= 1
+
+        await eventually(renewed, timeout=30)  # the control: silence renews
+        assert app.probes > probes
+    finally:
+        await app.stop()
+        await app.close()
 
 
 async def test_a_failed_readiness_probe_renews_the_pools_connections(postgres: Postgres) -> None:

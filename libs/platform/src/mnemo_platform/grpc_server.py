@@ -497,8 +497,8 @@ class GrpcApp:
         return None
 
     async def renew_connections(self) -> None:
-        """Called when a readiness probe failed: the service replaces connections that may have
-        died silently (a database-backed service renews its pool's connections)."""
+        """Called when a readiness probe got no answer: the service replaces connections that may
+        have died silently (a database-backed service renews its pool's connections)."""
         return None
 
     async def start(self) -> None:
@@ -542,6 +542,7 @@ class GrpcApp:
             if probe is None:
                 probe = asyncio.ensure_future(self._probe())
             done, _ = await asyncio.wait({probe}, timeout=READINESS_TIMEOUT_S)
+            silent = not done
             if not done:
                 probe.cancel()
                 reason: str | None = f"no answer within {READINESS_TIMEOUT_S:g} s"
@@ -549,11 +550,16 @@ class GrpcApp:
                 try:
                     reason = probe.result()
                 except asyncio.CancelledError:
-                    reason = f"no answer within {READINESS_TIMEOUT_S:g} s"
+                    reason, silent = f"no answer within {READINESS_TIMEOUT_S:g} s", True
                 except Exception as exc:
                     reason = describe_error(exc)
                 probe = None
-            if reason is not None:
+            # Only silence renews the connections: a path that died silently leaves connections that
+            # look open and answer nothing. A probe that failed loudly (its connection reset or
+            # refused) lost only the connection it was on, which the pool drops itself; renewing
+            # them all then made every request after it open a connection of its own, which across
+            # a slow link did not fit its deadline (tests/faults/test_network_faults.py).
+            if silent:
                 await self.renew_connections()
             if (reason is None) != ready and self.server is not None:
                 ready = reason is None

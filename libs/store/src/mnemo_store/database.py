@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import asyncpg
 import structlog
-from pgvector.asyncpg import register_vector
+from pgvector import Vector
 
 from mnemo_platform import Unavailable, treat_as_unavailable
 from mnemo_platform.errors import treat_as_invalid_input, treat_as_resource_exhausted
@@ -55,12 +55,28 @@ def instrument_asyncpg() -> None:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
+    """The codecs, in as few round trips as asyncpg allows: jsonb is built in (none), the vector
+    type is looked up once (two: its lookup statement is prepared, then run). A connection opened
+    across a slow link must be ready well inside a request's deadline, or the request that opened
+    it is cancelled first and the next one starts over: at +200 ms each way to PostgreSQL, the
+    eleven round trips this took before (a check that the type exists, and pgvector's registration
+    of three types: 4.4 s, against 0.8 s now) never fitted a write's, and writes failed until the
+    link got faster (tests/faults/test_network_faults.py)."""
     try:
         await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-        # The vector type exists only after migration 0001; a pool opened before it still works for
-        # the migration itself, and is reopened afterwards (see open_pool's caller).
-        if await conn.fetchval("SELECT to_regtype('vector') IS NOT NULL"):
-            await register_vector(conn)
+        try:
+            await conn.set_type_codec(
+                "vector",
+                schema="public",
+                encoder=lambda v: (v if isinstance(v, Vector) else Vector(v)).to_binary(),
+                decoder=Vector.from_binary,
+                format="binary",
+            )
+        except ValueError as exc:
+            # The type exists only after migration 0001; a pool opened before it still works for
+            # the migration itself, and is reopened afterwards (see open_pool's caller).
+            if not str(exc).startswith("unknown type"):
+                raise
     except asyncpg.InternalClientError as exc:
         # The server ended the connection while it was being set up (a restart, a terminated
         # backend): asyncpg's protocol is left mid-operation and says so in its own terms. The
@@ -139,7 +155,13 @@ async def unready_reason(pool: asyncpg.Pool | None) -> str | None:
     if pool is None:
         return "not started"
     try:
-        await pool.fetchval("SELECT 1")
+        # A simple query (no arguments): one round trip, where a prepared one takes two on a fresh
+        # connection. The probe is often what opens a connection again after a reset, and across a
+        # slow link opening it and two round trips more did not fit the probe's time
+        # (READINESS_TIMEOUT_S): a failed probe renews every connection, so the requests after it
+        # met fresh connections too, and failed in turn, until the link got faster.
+        async with pool.acquire() as conn:
+            await conn.execute("SELECT 1")
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         return f"PostgreSQL does not answer: {type(exc).__name__}"
     return None
