@@ -54,6 +54,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import psutil
 
 from bench.common import cpu_ticks, percentile
 from bench.latency import MNEMO, READY_BANNER, Spawned, free_port
@@ -102,39 +103,38 @@ class CpuLedger:
         self.pgdata = pgdata.resolve()
         self.tick = os.sysconf("SC_CLK_TCK")
 
-    @staticmethod
-    def _stat(path: str) -> list[str]:
-        """The fields of a /proc stat file after the command name (which may hold spaces)."""
-        text = Path(path).read_text()
-        return text[text.rindex(")") + 2 :].split()
-
-    def _postgres_ticks(self) -> int:
+    def _postgres_s(self) -> float:
         postmaster = int((self.pgdata / "postmaster.pid").read_text().splitlines()[0])
-        ticks = 0
+        seconds = 0.0
         for process in server_processes(self.pgdata):
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                seconds += times.user + times.system
+                if process.pid == postmaster:  # and what its children that ended (backends) used
+                    seconds += times.children_user + times.children_system
+        return seconds
+
+    def _model_ticks(self) -> int:
+        """The server's threads at BATCH_NICE: onnxruntime's live as long as their session. psutil
+        gives a thread's times but not its nice value, so both come from its stat line."""
+        ticks = 0
+        for tid in os.listdir(f"/proc/{self.server_pid}/task"):
             with contextlib.suppress(OSError):
-                fields = self._stat(f"/proc/{process.pid}/stat")
-                ticks += int(fields[11]) + int(fields[12])  # utime, stime
-                if process.pid == postmaster:
-                    ticks += int(fields[13]) + int(fields[14])  # of its children that ended (backends)
+                line = Path(f"/proc/{self.server_pid}/task/{tid}/stat").read_text()
+                fields = line[line.rindex(")") + 2 :].split()  # after the name, which may hold spaces
+                if int(fields[16]) == BATCH_NICE:
+                    ticks += int(fields[11]) + int(fields[12])  # utime, stime
         return ticks
 
     def read(self) -> dict[str, float]:
         machine = cpu_ticks()
-        # The process's own line counts the threads that have ended too.
-        fields = self._stat(f"/proc/{self.server_pid}/stat")
-        process = int(fields[11]) + int(fields[12])
-        model = 0
-        for tid in os.listdir(f"/proc/{self.server_pid}/task"):
-            with contextlib.suppress(OSError):
-                fields = self._stat(f"/proc/{self.server_pid}/task/{tid}/stat")
-                if int(fields[16]) == BATCH_NICE:  # onnxruntime's threads live as long as their session
-                    model += int(fields[11]) + int(fields[12])
+        server = psutil.Process(self.server_pid).cpu_times()  # the threads that ended included
+        model = self._model_ticks() / self.tick
         client = os.times()
         parts = {
-            "model": model / self.tick,
-            "server": (process - model) / self.tick,
-            "postgres": self._postgres_ticks() / self.tick,
+            "model": model,
+            "server": server.user + server.system - model,
+            "postgres": self._postgres_s(),
             "client": client.user + client.system,
         }
         # user nice system idle iowait irq softirq steal (guest time is already counted in user)

@@ -436,7 +436,7 @@ async def test_only_a_silent_readiness_probe_renews_the_connections(monkeypatch:
         await app.close()
 
 
-async def test_a_failed_readiness_probe_renews_the_pools_connections(postgres: Postgres) -> None:
+async def test_renewing_a_pool_replaces_connections_that_died_silently(postgres: Postgres) -> None:
     dsn = await postgres.create_database("renew")
     proxy = await FaultProxy(socket_of(postgres.uri)).start()
     via_proxy = f"postgresql://postgres@127.0.0.1:{proxy.port}{urlsplit(dsn).path}"
