@@ -150,8 +150,9 @@ class CpuLedger:
 
 def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) -> dict[str, Any]:
     """The bundled embedder in this process, as the worker runs it: its batch size, its thread
-    count, and the text it embeds (each note's title as context, then the note), on `count` of
-    the notes spread evenly over them all (later notes hold a few more word pieces)."""
+    count, the next batch handed over while one runs, and the text it embeds (each note's title as
+    context, then the note), on `count` of the notes spread evenly over them all (later notes hold
+    a few more word pieces)."""
     from mnemo_embed.chunking import Chunk
     from mnemo_embed.local import LocalEmbedder
 
@@ -165,8 +166,16 @@ def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) ->
         await embedder.wait_ready()
         await embedder.embed(texts[:batch_size])  # warm-up
         started, cpu = time.perf_counter(), os.times()
+        # The next batch is handed over while the model runs on this one, as the worker does: its
+        # runs queue behind this one's, and a lane that finishes early takes one of them.
+        running: asyncio.Task[Any] | None = None
         for i in range(0, len(texts), batch_size):
-            await embedder.embed(texts[i : i + batch_size])
+            following = asyncio.create_task(embedder.embed(texts[i : i + batch_size]))
+            if running is not None:
+                await running
+            running = following
+        if running is not None:
+            await running
         elapsed = time.perf_counter() - started
         used = os.times()
         core_s = used.user + used.system - cpu.user - cpu.system

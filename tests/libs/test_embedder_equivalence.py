@@ -99,9 +99,10 @@ async def test_a_batch_of_mixed_lengths_runs_in_pieces_of_similar_length(
     assert len(runs) > -(-len(texts) // embedder.batch_size)  # cut finer than the batch size alone
     for width, lengths in runs:
         assert len(lengths) == 1 or width * len(lengths) <= (1 + MAX_PADDING) * sum(lengths)
-    # Positive control: one run per batch pads these texts far past that.
+    # Positive control: one run per batch (and one lane) pads these texts far past that.
     runs.clear()
     monkeypatch.setattr(backend, "max_padding", float("inf"))
+    monkeypatch.setattr(backend, "_lanes", 1)
     await embedder.embed(texts)
     assert len(runs) == -(-len(texts) // embedder.batch_size)
     assert any(width * len(lengths) > 2 * sum(lengths) for width, lengths in runs)
@@ -296,22 +297,39 @@ def _nice(task: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[16])
 
 
-async def test_batches_run_at_a_lower_priority_than_queries_and_the_rest(tmp_path: Path) -> None:
-    """The worker's batches run on a thread of their own at BATCH_NICE, and so do the threads
-    onnxruntime made for their session; a query runs on its caller's thread, whose priority and
-    the rest of the process's are untouched."""
+async def test_a_batch_runs_on_lanes_at_once_at_a_lower_priority_than_queries_and_the_rest(tmp_path: Path) -> None:
+    """The worker's batches are computed on `threads` lanes at BATCH_NICE, a run on each at the
+    same time; a query runs on its caller's thread, whose priority and the rest of the process's
+    are untouched."""
 
-    before = {int(t.name) for t in Path("/proc/self/task").iterdir()}
     model = LocalEmbedder(cache_dir=tmp_path, threads=2)
     model.start()
     await model.wait_ready()
-    await model.embed(["a batch", "of two texts"])
-    batch_thread = next(t for t in threading.enumerate() if t.name.startswith("embed-batch"))
-    assert _nice(batch_thread.native_id) == local.BATCH_NICE > 0
-    # onnxruntime's own thread for the batch session (two threads: the caller and one more).
-    python_threads = {t.native_id for t in threading.enumerate()}
-    made = {int(t.name) for t in Path("/proc/self/task").iterdir()} - before - python_threads
-    assert any(_nice(task) == local.BATCH_NICE for task in made), {task: _nice(task) for task in made}
+    backend = model._backend
+    assert isinstance(backend, local._OnnxBackend)
+    session = backend._session
+    # Each run waits for the other at a barrier: the batch is embedded only if two runs compute at
+    # once, on two threads.
+    together = threading.Barrier(2, timeout=30)
+    lanes: list[tuple[str, int]] = []
+
+    class Meeting:
+        def run(self, names: list[str], inputs: dict) -> list:
+            lanes.append((threading.current_thread().name, _nice(threading.get_native_id())))
+            together.wait()
+            return session.run(names, inputs)
+
+    backend._session = Meeting()
+    try:
+        texts = [f"note number {i} of a batch" for i in range(10, 26)]  # one length: two runs of eight
+        vectors = await model.embed(texts)
+    finally:
+        backend._session = session
+    assert len(lanes) == 2 and len(set(lanes)) == 2, lanes
+    assert all(name.startswith("embed-batch") and nice == local.BATCH_NICE > 0 for name, nice in lanes), lanes
+    # Each text still gets its own vector, wherever its run was computed.
+    for text, vector in zip(texts[:3], vectors, strict=False):
+        assert float((await model.embed([text]))[0] @ vector) >= 0.99999
 
     # Controls: a query is computed on the thread that asks for it, at that thread's priority: it
     # is answered while the batch thread is held.
@@ -320,12 +338,11 @@ async def test_batches_run_at_a_lower_priority_than_queries_and_the_rest(tmp_pat
         return _nice(threading.get_native_id())
 
     held = threading.Event()
-    backend = model._backend
-    assert isinstance(backend, local._OnnxBackend)
-    holding = backend._batches.submit(held.wait)
+    holding = [backend._batches.submit(held.wait) for _ in range(2)]
     try:
         assert await asyncio.wait_for(asyncio.to_thread(query_on_this_thread), 60) == 0
     finally:
         held.set()
-        holding.result()
+        for hold in holding:
+            hold.result()
     assert _nice(threading.get_native_id()) == 0

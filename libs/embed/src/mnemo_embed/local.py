@@ -76,8 +76,9 @@ class _Backend(Protocol):
     def encode_query(self, text: str) -> np.ndarray: ...
 
 
-# Threads of the query session (_OnnxBackend): one, whatever MNEMO_EMBED_THREADS gives the batches.
-QUERY_THREADS = 1
+# The fewest texts a batch's run is cut to so that every lane has one (_OnnxBackend): a run of a
+# handful of texts pays the graph's per-run cost for little work.
+MIN_LANE_RUN = 8
 
 # The nice value of the threads that compute batches (_OnnxBackend): the embedding worker's model
 # keeps both cores busy for minutes after an import, and at the same priority it took turns with
@@ -98,15 +99,15 @@ def _yield_to_requests() -> None:
         log.warning("embedder_batch_priority_unchanged", error=str(exc))
 
 
-def _session_options(threads: int, spinning: bool) -> Any:
+def _session_options() -> Any:
+    """One intra-op thread: a run is computed on the thread that calls it (a lane, or a query's
+    caller), and no thread of onnxruntime's waits for another."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: its warnings are for graph authors
-    if not spinning:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
@@ -114,17 +115,27 @@ class _OnnxBackend:
     """Two onnxruntime sessions of one graph. run() is thread-safe, so a query is never queued
     behind a worker's batch: both run at once.
 
-    A batch runs on threads that spin while they wait for each other, which is what its
-    throughput wants. A single text (a query) runs on one thread that sleeps when it waits: it runs
-    beside PostgreSQL's statements and the event loop on a small machine, where spinning threads
-    take the core the others need. Measured at 100k notes through the gateway (A/B, 2 cores):
-    sleeping instead of spinning, hybrid p50 25.1 -> 20.3 ms and 32.0 -> 24.9 ms in two runs, kind
-    filter 33.8 -> 27.0 and 41.5 -> 33.5 ms. A query's few word pieces keep a second thread mostly
-    waiting: alone, a 12-piece query took 5.2-5.4 ms on one thread and 6.3-6.6 ms on two, 22 pieces
-    9.6-9.9 and 9.5-10.4 ms (128 pieces: 43 against 33-41 ms). At 1M notes, one thread against two,
-    interleaved in one stack through the gateway (120 queries a cell): hybrid p50 40.4 -> 40.1 ms
-    (p95 83 -> 73), under a kind filter 63.1 -> 61.9 (p95 591 -> 486), in a 500-note workspace
-    26.8 -> 25.2; the semantic leg alone 24.1 -> 23.4 ms. The same or faster, on half the CPU.
+    A batch is computed in lanes: its runs go to `threads` threads at BATCH_NICE, each computing a
+    whole run alone (a session of one intra-op thread, called from several threads at once), and
+    the next batch's runs queue behind them, so a lane that finishes early starts on those.
+    One run spread over two intra-op threads made them wait for each other at every step of the
+    graph, and beside PostgreSQL on two cores a thread the database had taken held up the other:
+    the model then needed 8 % more CPU a note than alone (spinning while it waited) or left a core
+    idle (sleeping). Alone, 1,024 SciFact pieces in batches of 32, four alternating rounds
+    (2026-12-05): two lanes 67.5-72.9 notes/s, one run on two spinning threads 61.4-64.1, on two
+    sleeping threads 61.1-64.7.
+
+    A query runs on one thread, its caller's, whatever MNEMO_EMBED_THREADS gives the batches. It
+    runs beside PostgreSQL's statements and the event loop on a small machine, where spinning
+    threads take the core the others need; measured at 100k notes through the gateway (A/B, 2 cores)
+    when it had two: sleeping instead of spinning, hybrid p50 25.1 -> 20.3 ms and 32.0 -> 24.9 ms in
+    two runs, kind filter 33.8 -> 27.0 and 41.5 -> 33.5 ms. A query's few word pieces keep a second
+    thread mostly waiting: alone, a 12-piece query took 5.2-5.4 ms on one thread and 6.3-6.6 ms on
+    two, 22 pieces 9.6-9.9 and 9.5-10.4 ms (128 pieces: 43 against 33-41 ms). At 1M notes, one
+    thread against two, interleaved in one stack through the gateway (120 queries a cell): hybrid
+    p50 40.4 -> 40.1 ms (p95 83 -> 73), under a kind filter 63.1 -> 61.9 (p95 591 -> 486), in a
+    500-note workspace 26.8 -> 25.2; the semantic leg alone 24.1 -> 23.4 ms. The same or faster, on
+    half the CPU.
 
     The query session runs an int8 graph of the same weights (onnx_graph, `quantized`) unless
     MNEMO_EMBED_QUERY_INT8 is false; notes are always embedded by the float graph, whose vectors
@@ -163,19 +174,17 @@ class _OnnxBackend:
                 return make(graph), graph, cached
 
         def batch_session(graph: str | bytes) -> Any:
-            return self._batches.submit(
-                onnxruntime.InferenceSession, graph, _session_options(threads, True), providers=providers
-            ).result()
+            return onnxruntime.InferenceSession(graph, _session_options(), providers=providers)
 
         def query_session(graph: str | bytes) -> Any:
-            return onnxruntime.InferenceSession(graph, _session_options(QUERY_THREADS, False), providers=providers)
+            return onnxruntime.InferenceSession(graph, _session_options(), providers=providers)
 
-        # Batches run on a thread of their own at BATCH_NICE, one at a time (the embedding worker
-        # tokenises its next batch while the model runs on the current one, mnemo_ingest.worker, and
-        # two batches at once would only share the same cores). Their session is made there, so
-        # onnxruntime's threads for it start at that priority too. A query has its own session, runs
-        # on its caller's thread, and never waits here.
-        self._batches = ThreadPoolExecutor(1, thread_name_prefix="embed-batch", initializer=_yield_to_requests)
+        # A batch's runs are computed on `threads` lanes at BATCH_NICE, in the order they come (the
+        # embedding worker tokenises its next batch while the model runs on the current one,
+        # mnemo_ingest.worker, and its runs wait here behind the current one's). A query has its own
+        # session, runs on its caller's thread, and never waits here.
+        self._lanes = threads
+        self._batches = ThreadPoolExecutor(threads, thread_name_prefix="embed-batch", initializer=_yield_to_requests)
         self._session, graph, cached = session(False, batch_session)
         if query_int8:
             self._query_session, _, query_cached = session(True, query_session)
@@ -195,31 +204,36 @@ class _OnnxBackend:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
-        return self._batches.submit(self._run, texts, encodings, self._session).result()
+        # Longest first, in runs of similar length (little padding), and at least one run a lane
+        # while a run keeps MIN_LANE_RUN texts: a lane computes a run alone, and one run would
+        # leave the other lanes to the next batch.
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        most = min(self._batch_size, max(MIN_LANE_RUN, -(-len(texts) // self._lanes)))
+        runs = [
+            order[run.start : run.stop]
+            for run in similar_runs([len(encodings[i].ids) for i in order], most, self.max_padding)
+        ]
+        computing = [self._batches.submit(self._run, [encodings[i] for i in run], self._session) for run in runs]
+        vectors = [c.result() for c in computing]
+        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
+        for run, run_vectors in zip(runs, vectors, strict=True):
+            out[run] = run_vectors
+        return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self._run([text], [self._tokenizer.encode(text)], self._query_session)[0]
+        return self._run([self._tokenizer.encode(text)], self._query_session)[0]
 
-    def _run(self, texts: list[str], encodings: list[Any], session: Any) -> np.ndarray:
-        # Longest first, in runs of similar length: little padding.
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
-        out: np.ndarray | None = None
-        for run in similar_runs([len(encodings[i].ids) for i in order], self._batch_size, self.max_padding):
-            batch = order[run.start : run.stop]
-            width = len(encodings[batch[0]].ids)
-            ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            for row, i in enumerate(batch):
-                n = len(encodings[i].ids)
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1
-            inputs = {onnx_graph.INPUT_IDS: ids, onnx_graph.ATTENTION_MASK: mask}
-            vectors = np.asarray(session.run([onnx_graph.OUTPUT], inputs)[0], dtype=np.float32)
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[batch] = vectors
-        assert out is not None, "encode() is never called without texts"
-        return out
+    def _run(self, encodings: list[Any], session: Any) -> np.ndarray:
+        """The vectors of one run, padded to its longest text."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n] = encoding.ids
+            mask[row, :n] = 1
+        inputs = {onnx_graph.INPUT_IDS: ids, onnx_graph.ATTENTION_MASK: mask}
+        return np.asarray(session.run([onnx_graph.OUTPUT], inputs)[0], dtype=np.float32)
 
 
 class _TorchBackend:

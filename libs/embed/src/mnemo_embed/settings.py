@@ -63,8 +63,8 @@ class EmbeddingSettings:
     threads: int = setting(
         "MNEMO_EMBED_THREADS",
         0,
-        "CPU threads the `local` model's onnxruntime session computes batches with (0: one per core); "
-        "a query is embedded on one thread of its own.",
+        "Lanes the `local` model computes batches on, one thread each, a run of texts on each at once "
+        "(0: one per core); a query is embedded on one thread of its own.",
         parse_non_negative_int,
     )
     query_int8: bool = setting(
