@@ -43,3 +43,30 @@ async def test_a_steady_stream_of_writes_delays_background_work_but_never_stops_
         stop.set()
         await stream
     assert await asyncio.wait_for(activity.pause(settle=0.01, patience=60), timeout=30) is True
+
+
+async def test_a_batch_of_writes_holds_the_lexical_poster_back_but_not_the_model() -> None:
+    activity = WriteActivity()
+    with activity.writing(batch=True):
+        # The model (batches=False) runs beside an import ...
+        assert await asyncio.wait_for(activity.pause(settle=0.01, patience=60, batches=False), timeout=30) is True
+        # ... the rest of background work waits for it (control: the same call counting batches).
+        poster = asyncio.create_task(activity.pause(settle=0.01, patience=60))
+        with activity.writing():
+            # A single write holds the model back too.
+            model = asyncio.create_task(activity.pause(settle=0.01, patience=60, batches=False))
+            await asyncio.sleep(0.1)
+            assert not model.done() and not poster.done()
+
+        async def model_done() -> bool:
+            return model.done()
+
+        await eventually(model_done, timeout=30)
+        assert model.result() is True
+        assert not poster.done()  # the batch is still in flight
+
+    async def poster_done() -> bool:
+        return poster.done()
+
+    await eventually(poster_done, timeout=30)
+    assert poster.result() is True

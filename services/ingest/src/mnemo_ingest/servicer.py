@@ -78,7 +78,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         if len(request.items) > MAX_BATCH:
             raise InvalidArgument(f"{len(request.items)} items in one call; at most {MAX_BATCH}")
         items: list[tuple[str, Draft | MnemoError]] = []
-        with self.activity.writing():
+        with self.activity.writing(batch=True):
             for item in request.items:
                 try:
                     items.append((item.workspace, check_write(item, self.max_content_bytes)))
@@ -99,7 +99,7 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         if len(request.records) > MAX_RECORDS:
             raise InvalidArgument(f"{len(request.records)} records in one call; at most {MAX_RECORDS}")
         header = check_header(request.header)
-        with self.activity.writing():
+        with self.activity.writing(batch=True):
             results = await self.restores.restore(header, [(r.line, r.record) for r in request.records])
         return pb.RestoreMemoriesResponse(results=[_restored(r) for r in results])
 

@@ -245,12 +245,12 @@ class EmbeddingWorkers:
     async def _embed(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, Any]]:
         """The batch's vectors, outside any transaction; failures are recorded, the rest returned.
 
-        The model starts once this process's writes pause (mnemo_ingest.activity)."""
+        The model starts once this process's single writes pause (mnemo_ingest.activity)."""
         inputs = [Chunk(0, r["context"], r["text"]).embedding_input() for r in rows]
         try:
             # Inside the try: cancelled while it waits for writes to pause (the next claim failed
             # under a write load), the batch is handed back too; it used to stay leased.
-            await self.activity.pause()
+            await self.activity.pause(batches=False)
             vectors = await self.embedder.embed(inputs)
             self._recovered()
             return list(zip(rows, vectors, strict=True))
