@@ -11,8 +11,9 @@ table also shows the part from start() to ready, after mnemo_embed.local is impo
 Throughput embeds three samples of 256 texts, handed over 32 at a time as a worker does: pieces
 of SciFact abstracts as bench.write_rate writes them (72-169 word pieces), LoCoMo's dialogue
 turns, and texts of one length made of repeated words. Each batch is computed once in runs of
-similar length (the embedder's MAX_PADDING) and once as one run (the embedder before them), after
-a warm-up, best of three. The runs alternate between the backends for --rounds rounds, so a noisy
+similar length (the embedder's MAX_PADDING) and once with no limit on padding (the embedder
+before them: one run, or since the embedder computes on lanes one run a lane), after a warm-up,
+best of three. The runs alternate between the backends for --rounds rounds, so a noisy
 neighbour slows both alike; the table shows each run. Prints a table and writes
 bench/results/embedder.json.
 """
