@@ -76,8 +76,10 @@ class _Backend(Protocol):
     def encode_query(self, text: str) -> np.ndarray: ...
 
 
-# The fewest texts a batch's run is cut to so that every lane has one (_OnnxBackend): a run of a
-# handful of texts pays the graph's per-run cost for little work.
+# The fewest texts a batch's run is cut to so that every lane has one (_OnnxBackend): with many
+# lanes a batch would otherwise go one or two texts a run. On two cores runs of 8 embedded as many
+# texts a second as longer ones (bench/README.md, "Runs of similar length"); fewer on more cores
+# was not measured.
 MIN_LANE_RUN = 8
 
 # The nice value of the threads that compute batches (_OnnxBackend): the embedding worker's model
