@@ -198,6 +198,16 @@ def cpu_ticks() -> list[int]:
     return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
 
 
+def cpu_seconds(ticks: list[int]) -> dict[str, float]:
+    """`ticks` (cpu_ticks, or the difference of two readings) in core-seconds: working (`busy`),
+    `idle` (waiting for I/O included) and `steal` (taken by the hypervisor); the three add up."""
+    # user nice system idle iowait irq softirq steal (guest time is already counted in user)
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    steal = ticks[7] if len(ticks) > 7 else 0
+    return {"busy": (sum(ticks[:8]) - idle - steal) / tick, "idle": idle / tick, "steal": steal / tick}
+
+
 def cpu_use(seconds: float = 3.0) -> dict[str, Any]:
     """How busy the whole machine is over `seconds` while this process sleeps: the share of all CPU
     time spent working (`busy`, 0-1) and the share stolen by the hypervisor (`steal`), with the
@@ -210,14 +220,11 @@ def cpu_use(seconds: float = 3.0) -> dict[str, Any]:
     except OSError:
         time.sleep(seconds)
         return {"busy": math.nan, "steal": math.nan, "seconds": seconds, "load_average": load}
-    delta = [b - a for a, b in zip(before, after, strict=False)]
-    # user nice system idle iowait irq softirq steal (guest time is already counted in user)
-    idle = delta[3] + (delta[4] if len(delta) > 4 else 0)
-    steal = delta[7] if len(delta) > 7 else 0
-    total = sum(delta[:8]) or 1
+    spent = cpu_seconds([b - a for a, b in zip(before, after, strict=False)])
+    total = sum(spent.values()) or 1
     return {
-        "busy": round((total - idle) / total, 4),
-        "steal": round(steal / total, 4),
+        "busy": round((total - spent["idle"]) / total, 4),
+        "steal": round(spent["steal"] / total, 4),
         "seconds": seconds,
         "load_average": load,
     }

@@ -56,7 +56,7 @@ import asyncpg
 import httpx
 import psutil
 
-from bench.common import cpu_ticks, percentile
+from bench.common import cpu_seconds, cpu_ticks, percentile
 from bench.latency import MNEMO, READY_BANNER, Spawned, free_port
 from mnemo_cli.commands.imports import BATCH as IMPORT_BATCH
 from mnemo_cli.commands.imports import IN_FLIGHT
@@ -127,7 +127,7 @@ class CpuLedger:
         return ticks
 
     def read(self) -> dict[str, float]:
-        machine = cpu_ticks()
+        machine = cpu_seconds(cpu_ticks())
         server = psutil.Process(self.server_pid).cpu_times()  # the threads that ended included
         model = self._model_ticks() / self.tick
         client = os.times()
@@ -137,10 +137,9 @@ class CpuLedger:
             "postgres": self._postgres_s(),
             "client": client.user + client.system,
         }
-        # user nice system idle iowait irq softirq steal (guest time is already counted in user)
-        busy = sum(machine[:8]) - machine[3] - machine[4]
-        parts["elsewhere"] = busy / self.tick - sum(parts.values())
-        parts["idle"] = (machine[3] + machine[4]) / self.tick
+        # What the hypervisor stole counts as elsewhere: the parts add up to the interval's cores.
+        parts["elsewhere"] = machine["busy"] + machine["steal"] - sum(parts.values())
+        parts["idle"] = machine["idle"]
         return parts
 
     @staticmethod
@@ -177,21 +176,20 @@ def raw_model_rate(texts: list[str], count: int, settings: EmbeddingSettings) ->
         if running is not None:
             await running
         elapsed = time.perf_counter() - started
-        used, spent = os.times(), [b - a for a, b in zip(machine, cpu_ticks(), strict=False)]
+        used = os.times()
+        # What the rest of the machine did meanwhile (the server is meant to be idle), and what the
+        # hypervisor took.
+        spent = cpu_seconds([b - a for a, b in zip(machine, cpu_ticks(), strict=False)])
         core_s = used.user + used.system - cpu.user - cpu.system
         tokens = statistics.mean(embedder.count_tokens(t) for t in texts[:200])
-        tick = os.sysconf("SC_CLK_TCK")
-        # user nice system idle iowait irq softirq steal: what the rest of the machine did meanwhile
-        # (the server is meant to be idle) and what the hypervisor took.
-        busy = (sum(spent[:8]) - spent[3] - spent[4] - spent[7]) / tick
         return {
             "notes": len(texts),
             "seconds": elapsed,
             "notes_per_s": len(texts) / elapsed,
             "core_s_per_note": core_s / len(texts),
             "tokens_per_note": tokens,
-            "others_core_s": round(busy - core_s, 2),
-            "steal_core_s": round(spent[7] / tick, 2),
+            "others_core_s": round(spent["busy"] - core_s, 2),
+            "steal_core_s": round(spent["steal"], 2),
         }
 
     return asyncio.run(run())

@@ -158,8 +158,8 @@ async def unready_reason(pool: asyncpg.Pool | None) -> str | None:
         # A simple query (no arguments): one round trip, where a prepared one takes two on a fresh
         # connection. The probe is often what opens a connection again after a reset, and across a
         # slow link opening it and two round trips more did not fit the probe's time
-        # (READINESS_TIMEOUT_S): a failed probe renews every connection, so the requests after it
-        # met fresh connections too, and failed in turn, until the link got faster.
+        # (READINESS_TIMEOUT_S); a probe that gets no answer renews every connection of the pool
+        # (mnemo_platform.grpc_server), so it must not run out of time where the link only is slow.
         async with pool.acquire() as conn:
             await conn.execute("SELECT 1")
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
