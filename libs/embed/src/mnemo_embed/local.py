@@ -19,10 +19,10 @@ from typing import Any, Protocol
 
 import numpy as np
 import structlog
-from tokenizers import Tokenizer
 
 from mnemo_embed import onnx_graph
 from mnemo_embed.base import EmbedderBase, EmbedderUnavailable
+from mnemo_embed.wordpieces import WordPieces
 
 log = structlog.get_logger("mnemo.embed")
 
@@ -155,7 +155,7 @@ class _OnnxBackend:
     name = "onnxruntime"
 
     def __init__(
-        self, path: Path, max_tokens: int, batch_size: int, threads: int, cache_dir: Path | None, query_int8: bool
+        self, path: Path, pieces: WordPieces, batch_size: int, threads: int, cache_dir: Path | None, query_int8: bool
     ) -> None:
         import onnxruntime
 
@@ -197,23 +197,19 @@ class _OnnxBackend:
                 onnx_graph.evict_stale(current)
         self._batch_size = batch_size
         self.max_padding = MAX_PADDING
-        # A tokenizer of its own, set up once and never changed: concurrent encodes only borrow it
-        # (it is changing truncation or padding mid-encode that fails with "Already borrowed").
-        self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=max_tokens)
-        self._tokenizer.no_padding()
-        self._pad_id = int(self._tokenizer.token_to_id("[PAD]") or 0)
+        self._pieces = pieces
+        self._pad_id = pieces.pad_id
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
+        encodings = [self._pieces.framed(text) for text in texts]
         # Longest first, in runs of similar length (little padding), and at least one run a lane
         # while a run keeps MIN_LANE_RUN texts: a lane computes a run alone, and one run would
         # leave the other lanes to the next batch.
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i]))
         most = min(self._batch_size, max(MIN_LANE_RUN, -(-len(texts) // self._lanes)))
         runs = [
             order[run.start : run.stop]
-            for run in similar_runs([len(encodings[i].ids) for i in order], most, self.max_padding)
+            for run in similar_runs([len(encodings[i]) for i in order], most, self.max_padding)
         ]
         computing = [self._batches.submit(self._run, [encodings[i] for i in run], self._session) for run in runs]
         vectors = [c.result() for c in computing]
@@ -223,16 +219,16 @@ class _OnnxBackend:
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self._run([self._tokenizer.encode(text)], self._query_session)[0]
+        return self._run([self._pieces.framed(text)], self._query_session)[0]
 
-    def _run(self, encodings: list[Any], session: Any) -> np.ndarray:
-        """The vectors of one run, padded to its longest text."""
-        width = max(len(e.ids) for e in encodings)
+    def _run(self, encodings: list[list[int]], session: Any) -> np.ndarray:
+        """The vectors of one run (each text's framed word pieces), padded to its longest text."""
+        width = max(len(e) for e in encodings)
         ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
         for row, encoding in enumerate(encodings):
-            n = len(encoding.ids)
-            ids[row, :n] = encoding.ids
+            n = len(encoding)
+            ids[row, :n] = encoding
             mask[row, :n] = 1
         inputs = {onnx_graph.INPUT_IDS: ids, onnx_graph.ATTENTION_MASK: mask}
         return np.asarray(session.run([onnx_graph.OUTPUT], inputs)[0], dtype=np.float32)
@@ -301,10 +297,9 @@ class LocalEmbedder(EmbedderBase):
         self.threads = threads or os.cpu_count() or 1
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.query_int8 = query_int8
-        # For count_tokens: no truncation, no padding, no special tokens.
-        self._tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
+        # Shared by count_tokens (the write path's chunking) and the ONNX backend, and so is its
+        # cache of words.
+        self._pieces = WordPieces(self.path / "tokenizer.json", self.max_tokens)
         self._backend: _Backend | None = None
 
     @property
@@ -313,7 +308,7 @@ class LocalEmbedder(EmbedderBase):
         return self._backend.name if self._backend is not None else ""
 
     def count_tokens(self, text: str) -> int:
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return self._pieces.count(text)
 
     def start(self) -> None:
         if self._readiness.begin():
@@ -357,7 +352,7 @@ class LocalEmbedder(EmbedderBase):
         backend: _Backend
         if onnx_graph.supports(self.path) is None:
             backend = _OnnxBackend(
-                self.path, self.max_tokens, self.batch_size, self.threads, self.cache_dir, self.query_int8
+                self.path, self._pieces, self.batch_size, self.threads, self.cache_dir, self.query_int8
             )
         else:
             backend = _TorchBackend(self.path, self.batch_size)
