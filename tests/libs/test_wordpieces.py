@@ -163,4 +163,17 @@ def test_the_cache_starts_again_past_its_bound(
     pieces = WordPieces(TOKENIZER, WINDOW)
     texts = _fuzz(300, seed=11)
     _agrees(pieces, tokenizer, windowed, texts)
-    assert 0 < pieces.cached_words <= 20
+    assert 0 < pieces.cached_words <= 40  # two generations
+
+
+def test_a_bert_tokenizer_framed_by_bert_processing_takes_the_fast_path_too(tmp_path: Path) -> None:
+    config = json.loads(TOKENIZER.read_text())
+    config["post_processor"] = {"type": "BertProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}
+    config["padding"] = config["truncation"] = None
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(config))
+    plain, framed = Tokenizer.from_file(str(path)), Tokenizer.from_file(str(path))
+    framed.enable_truncation(max_length=WINDOW)
+    pieces = WordPieces(path, WINDOW)
+    _agrees(pieces, plain, framed, _fuzz(200, seed=3) + _corpora()[:50])
+    assert pieces.cached_words > 50

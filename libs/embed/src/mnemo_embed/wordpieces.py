@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,11 @@ from tokenizers import Tokenizer
 _WORD = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 # Control characters (tab, newline and carriage return aside), which the normaliser removes.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# Words cached at most; past it the cache starts again (hashes and identifiers never repeat).
-CACHE_MOST = 200_000
+# Words a generation of the cache holds (two are kept: the words seen since the last turnover,
+# and those seen before it, a word of which moves back to the new one when it is seen again).
+# Hashes and identifiers never repeat; a language's words keep coming back. 100,000 random
+# identifiers of 3-14 letters and digits (4-5 pieces each) held 42 MB, so at most about 21 MB.
+CACHE_MOST = 25_000
 
 
 def _bert_frame(config: dict[str, Any], token_id: Any) -> tuple[int, int] | None:
@@ -84,30 +88,39 @@ class WordPieces:
         if any(" " in special for special in self._specials):
             self._frame = None  # cutting at spaces would cut one in two
         self._model = self._tokenizer.model
-        self._cache: dict[str, list[int]] = {}
+        self._young: dict[str, list[int]] = {}
+        self._old: dict[str, list[int]] = {}
 
     @property
     def cached_words(self) -> int:
-        return len(self._cache)
+        """Words the cache holds, a word in both generations counted twice."""
+        return len(self._young) + len(self._old)
 
-    def _remember(self, word: str, pieces: list[int]) -> list[int]:
-        if len(self._cache) >= CACHE_MOST:
-            self._cache.clear()
-        self._cache[word] = pieces
+    def _recall(self, word: str, tokenize: Callable[[str], list[int]]) -> list[int]:
+        """A word not in the new generation: from the old one, else tokenised; into the new one.
+        Each generation is swapped whole (one assignment each), so no lock is needed."""
+        pieces = self._old.get(word) or tokenize(word)
+        if len(self._young) >= CACHE_MOST:
+            self._old, self._young = self._young, {}
+        self._young[word] = pieces
         return pieces
+
+    def _wordpiece(self, word: str) -> list[int]:
+        # The word is what the normaliser and pre-tokeniser would have made it: straight to
+        # WordPiece (a fifth of a whole encode's cost).
+        return [token.id for token in self._model.tokenize(word)]
+
+    def _encode(self, piece: str) -> list[int]:
+        return list(self._tokenizer.encode(piece, add_special_tokens=False).ids)
 
     def _words(self, text: str) -> list[list[int]] | None:
         """Each word's pieces, in order; None when the tokenizer must see the text whole."""
         if self._frame is None:
             return None
-        get = self._cache.get
+        get, recall = self._young.get, self._recall
         if text.isascii() and _CONTROL.search(text) is None and not any(s in text for s in self._specials):
-            words = _WORD.findall(text.lower())
-            # An unseen word is what the normaliser and pre-tokeniser would have made it:
-            # straight to WordPiece (a fifth of a whole encode's cost).
-            return [get(w) or self._remember(w, [t.id for t in self._model.tokenize(w)]) for w in words]
-        words = text.split(" ")
-        return [get(w) or self._remember(w, self._tokenizer.encode(w, add_special_tokens=False).ids) for w in words]
+            return [get(w) or recall(w, self._wordpiece) for w in _WORD.findall(text.lower())]
+        return [get(w) or recall(w, self._encode) for w in text.split(" ")]
 
     def ids(self, text: str) -> list[int]:
         """The text's word pieces, without [CLS] and [SEP], untruncated."""
