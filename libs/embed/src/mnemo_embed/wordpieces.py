@@ -120,7 +120,7 @@ class WordPieces:
         get, recall = self._young.get, self._recall
         if text.isascii() and _CONTROL.search(text) is None and not any(s in text for s in self._specials):
             return [get(w) or recall(w, self._wordpiece) for w in _WORD.findall(text.lower())]
-        return [get(w) or recall(w, self._encode) for w in text.split(" ")]
+        return [get(w) or recall(w, self._encode) for w in text.split(" ") if w]
 
     def ids(self, text: str) -> list[int]:
         """The text's word pieces, without [CLS] and [SEP], untruncated."""
