@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import random
 import re
+import statistics
 import sys
 import threading
 import time
@@ -660,28 +661,90 @@ async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: 
     return plans
 
 
-async def explain_filters(pool: Any, embedder: Any, settings: Any, text: str, as_of: datetime) -> dict[str, Any]:
-    """Each leg's plan for one query under each filter."""
+async def filter_scopes(pool: Any, as_of: datetime) -> dict[str, Any]:
+    """The engine's scope for each filter the benchmark measures."""
     from dataclasses import replace
 
     from mnemo_store import Scope, find_workspace, reach_in
 
-    vector = await embedder.embed_query(text)
     big = await find_workspace(pool, BIG_WORKSPACE)
     small = await find_workspace(pool, SMALL_WORKSPACE)
     assert big is not None and small is not None
     base = Scope(reach=reach_in(big))
-    scopes = {
+    return {
         "none": base,
         "tag": replace(base, tags=[RARE_TAG]),
         "kind": replace(base, kinds=[FILTER_KIND]),
         "workspace": Scope(reach=reach_in(small)),
         "as_of": replace(base, as_of=as_of),
     }
+
+
+async def explain_filters(pool: Any, embedder: Any, settings: Any, text: str, as_of: datetime) -> dict[str, Any]:
+    """Each leg's plan for one query under each filter."""
+    vector = await embedder.embed_query(text)
+    scopes = await filter_scopes(pool, as_of)
     return {
         "query": text,
         "plans": {name: await explain_legs(pool, scope, text, vector, settings) for name, scope in scopes.items()},
     }
+
+
+def nearest_memories(rows: Sequence[Any], limit: int) -> list[Any]:
+    """The first `limit` memories of the semantic statement's chunk rows, nearest first."""
+    found: dict[Any, None] = {}
+    for row in sorted(rows, key=lambda r: -r["score"]):
+        found.setdefault(row["memory_id"])
+    return list(found)[:limit]
+
+
+async def semantic_recall(
+    pool: Any, embedder: Any, settings: Any, texts: Sequence[str], as_of_texts: int, as_of: datetime
+) -> dict[str, Any]:
+    """How many of each filter's exact nearest memories the semantic leg returns: its statement
+    run as the engine runs it (HNSW, the search service's session settings), and again with no
+    index scan allowed, so every vector in scope is compared (the exact answer). Recall@10 per
+    query; the as-of filter on its first `as_of_texts` queries only (an exact as-of read checks
+    each vector's version and status span, seconds a query at 1M notes)."""
+    from mnemo_search.engine import semantic_query, session_settings
+
+    scopes = await filter_scopes(pool, as_of)
+    vectors = [await embedder.embed_query(text) for text in texts]
+    recall: dict[str, Any] = {}
+    async with pool.acquire() as conn:
+
+        async def nearest(sql: str, values: Sequence[object], exact: bool, plan: list[str]) -> list[Any]:
+            async with conn.transaction():
+                for name, value in session_settings(settings).items():
+                    await conn.execute(f"SET LOCAL {name} = '{value}'")
+                if exact:
+                    await conn.execute("SET LOCAL enable_indexscan = off")
+                if not plan:
+                    plan += [r[0] for r in await conn.fetch(f"EXPLAIN {sql}", *values, timeout=LONG_S)]
+                return nearest_memories(await conn.fetch(sql, *values, timeout=LONG_S), LIMIT)
+
+        for name, scope in scopes.items():
+            shares = []
+            plans: dict[bool, list[str]] = {False: [], True: []}
+            for vector in vectors[: as_of_texts if name == "as_of" else None]:
+                sql, values = semantic_query(scope, vector, LIMIT)
+                approximate = await nearest(sql, values, False, plans[False])
+                exact = await nearest(sql, values, True, plans[True])
+                if exact:
+                    shares.append(len(set(approximate) & set(exact)) / len(exact))
+            recall[name] = {
+                "queries": len(shares),
+                "mean": round(statistics.mean(shares), 4) if shares else None,
+                "lowest": round(min(shares), 4) if shares else None,
+                "all_found": sum(share == 1 for share in shares),
+                # Whether each way's plan (of the first query) walks the HNSW index: the engine's
+                # may (a small tag's vectors are compared exactly), the exact one never.
+                "walks_hnsw": {
+                    way: any("chunk_vectors_embedding" in line for line in plans[exact_way])
+                    for way, exact_way in (("engine", False), ("exact", True))
+                },
+            }
+    return recall
 
 
 # -- spans ------------------------------------------------------------------------------------
@@ -747,6 +810,7 @@ class RunConfig:
     tag_share: float
     queries: int
     as_of_queries: int
+    recall_queries: int
     warmup: int
     seed: int
     noise: float
@@ -877,6 +941,16 @@ class Run:
                 cells[mode][f] = summarise_cell(got, counts[f], mode)
         print("EXPLAIN (ANALYZE, BUFFERS) of each leg …", flush=True)
         explain = await explain_filters(self.pool, self.embedder, self.search, queries[0]["text"], as_of)
+        checked = queries[: self.cfg.recall_queries]
+        print(f"The semantic leg against an exact search: {len(checked)} queries a filter …", flush=True)
+        recall = await semantic_recall(
+            self.pool,
+            self.embedder,
+            self.search,
+            [q["text"] for q in checked],
+            min(len(checked), self.cfg.as_of_queries),
+            as_of,
+        )
         return {
             "as_of": as_of.isoformat(),
             "scope_counts": counts,
@@ -884,6 +958,7 @@ class Run:
             "cells": cells,
             "status_p50_ms": round(percentile(status_ms, 50), 1),
             "explain": explain,
+            "semantic_recall_at_10": recall,
         }
 
 
@@ -1075,6 +1150,10 @@ def print_size(entry: Mapping[str, Any]) -> None:
                 f"{cell['p99_ms']:8.1f}  {short:>5}  {cell['degraded']:>8}  {cell['errors']:>6}"
             )
     print(f"  GET /api/v1/status of the large workspace: p50 {entry['status_p50_ms']:.1f} ms ({STATUS_CALLS} calls)")
+    print("The semantic leg's recall@10 against an exact search (mean, lowest, queries with all 10):")
+    for f, got in entry["semantic_recall_at_10"].items():
+        if got["queries"]:
+            print(f"  {f:<10} {got['mean']:.3f}  {got['lowest']:.1f}  {got['all_found']} of {got['queries']}")
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:
@@ -1158,6 +1237,13 @@ def parse_args(argv: list[str]) -> RunConfig:
         default=50,
         help="timed queries per as_of cell, the first of --queries (default 50: as-of reads cost more than the others)",
     )
+    parser.add_argument(
+        "--recall-queries",
+        type=int,
+        default=30,
+        help="queries a filter whose semantic leg is checked against an exact search, the first of --queries "
+        "(default 30; as of a time at most --as-of-queries)",
+    )
     parser.add_argument("--warmup", type=int, default=5, help="warm-up queries per cell, not timed (default 5)")
     parser.add_argument("--seed", type=int, default=20261201, help="corpus, query and noise seed")
     parser.add_argument("--noise", type=float, default=0.5, help="norm of the noise added to a copied vector (0.5)")
@@ -1186,8 +1272,8 @@ def parse_args(argv: list[str]) -> RunConfig:
         parser.error("--small-workspace must be at least 1 and at most half the first size")
     if not 0 < args.tag_share < 1:
         parser.error("--tag-share must be between 0 and 1")
-    if args.queries < 1 or args.as_of_queries < 1 or args.warmup < 0:
-        parser.error("--queries and --as-of-queries must be at least 1, --warmup not negative")
+    if args.queries < 1 or args.as_of_queries < 1 or args.warmup < 0 or args.recall_queries < 0:
+        parser.error("--queries and --as-of-queries must be at least 1, --warmup and --recall-queries not negative")
     return RunConfig(
         sizes=args.sizes,
         base=args.base,
@@ -1195,6 +1281,7 @@ def parse_args(argv: list[str]) -> RunConfig:
         tag_share=args.tag_share,
         queries=args.queries,
         as_of_queries=min(args.as_of_queries, args.queries),
+        recall_queries=min(args.recall_queries, args.queries),
         warmup=args.warmup,
         seed=args.seed,
         noise=args.noise,
@@ -1253,6 +1340,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "queries": cfg.queries,
                 "as_of_queries": cfg.as_of_queries,
+                "recall_queries": cfg.recall_queries,
                 "warmup": cfg.warmup,
                 "seed": cfg.seed,
                 "load": {"batch": LOAD_BATCH, "in_flight": LOAD_IN_FLIGHT},
