@@ -690,6 +690,13 @@ async def explain_filters(pool: Any, embedder: Any, settings: Any, text: str, as
     }
 
 
+# The semantic statement's nearest-first order, which the HNSW index provides.
+_ORDER_BY_DISTANCE = re.compile(r"ORDER BY (v\.embedding <=> \$\d+)")
+# Queries as of a time checked against an exact search at most: each such read checks every
+# vector's version and status span, about a second a query at 1M notes.
+AS_OF_RECALL_MOST = 10
+
+
 def nearest_memories(rows: Sequence[Any], limit: int) -> list[Any]:
     """The first `limit` memories of the semantic statement's chunk rows, nearest first."""
     found: dict[Any, None] = {}
@@ -702,10 +709,9 @@ async def semantic_recall(
     pool: Any, embedder: Any, settings: Any, texts: Sequence[str], as_of_texts: int, as_of: datetime
 ) -> dict[str, Any]:
     """How many of each filter's exact nearest memories the semantic leg returns: its statement
-    run as the engine runs it (HNSW, the search service's session settings), and again with no
-    index scan allowed, so every vector in scope is compared (the exact answer). Recall@10 per
-    query; the as-of filter on its first `as_of_texts` queries only (an exact as-of read checks
-    each vector's version and status span, seconds a query at 1M notes)."""
+    run as the engine runs it (HNSW, the search service's session settings), and again ordered by
+    an expression no index provides, so every vector in scope is compared (the exact answer).
+    Recall@10 per query; the as-of filter on its first `as_of_texts` queries only."""
     from mnemo_search.engine import semantic_query, session_settings
 
     scopes = await filter_scopes(pool, as_of)
@@ -718,7 +724,9 @@ async def semantic_recall(
                 for name, value in session_settings(settings).items():
                     await conn.execute(f"SET LOCAL {name} = '{value}'")
                 if exact:
-                    await conn.execute("SET LOCAL enable_indexscan = off")
+                    # An ORDER BY no index provides: every vector in scope is compared and sorted,
+                    # while the lookups by key keep their indexes.
+                    sql = _ORDER_BY_DISTANCE.sub(r"ORDER BY (\1) + 0", sql)
                 if not plan:
                     plan += [r[0] for r in await conn.fetch(f"EXPLAIN {sql}", *values, timeout=LONG_S)]
                 return nearest_memories(await conn.fetch(sql, *values, timeout=LONG_S), LIMIT)
@@ -948,7 +956,7 @@ class Run:
             self.embedder,
             self.search,
             [q["text"] for q in checked],
-            min(len(checked), self.cfg.as_of_queries),
+            min(len(checked), self.cfg.as_of_queries, AS_OF_RECALL_MOST),
             as_of,
         )
         return {
