@@ -1,8 +1,9 @@
 """The default embedder: the bundled all-MiniLM-L6-v2 on onnxruntime, on the CPU, without torch.
 
 The ONNX graph is built from the model's safetensors by mnemo_embed.onnx_graph (and cached); the
-`tokenizers` library does the word pieces, a word at a time through mnemo_embed.wordpieces. A model directory that builder does not know (not a
-BERT with mean pooling) runs on sentence-transformers instead, which needs the `torch` extra.
+`tokenizers` library does the word pieces, a word at a time through mnemo_embed.wordpieces. A
+model directory that builder does not know (not a BERT with mean pooling) runs on
+sentence-transformers instead, which needs the `torch` extra.
 """
 
 from __future__ import annotations
