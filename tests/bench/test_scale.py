@@ -104,6 +104,9 @@ def test_the_semantic_leg_is_checked_against_an_exact_search_under_each_filter(r
             assert got["queries"] == (2 if f == "as_of" else QUERIES)
             # A few thousand vectors: the graph walk finds (nearly) what comparing them all finds.
             assert 0.9 <= got["mean"] <= 1.0 and got["lowest"] <= got["mean"]
+            # Never above the exact ten: what they miss, they miss for something farther.
+            assert 0 <= got["cosine_shortfall_mean"] <= got["cosine_shortfall_most"] < 0.05
+            assert 0 < got["exact_cosine_mean"] <= 1
             assert got["walks_hnsw"]["exact"] is False
         # The control: here the engine's as-of statement walks the graph (a few thousand vectors
         # are otherwise compared in full by the planner's choice), the exact one never does.
@@ -118,8 +121,8 @@ def test_the_nearest_memories_are_counted_once_each_nearest_first() -> None:
         {"memory_id": "c", "score": 0.2},
         {"memory_id": "a", "score": 0.1},
     ]
-    assert nearest_memories(rows, 10) == ["b", "a", "c"]
-    assert nearest_memories(rows, 2) == ["b", "a"]
+    assert nearest_memories(rows, 10) == [("b", 0.95), ("a", 0.9), ("c", 0.2)]
+    assert nearest_memories(rows, 2) == [("b", 0.95), ("a", 0.9)]
 
 
 def test_vectors_beyond_the_base_are_copies_stored_as_the_worker_stores_them(report: dict[str, Any]) -> None:
