@@ -162,8 +162,12 @@ class _OnnxBackend:
 
         providers = ["CPUExecutionProvider"]
 
-        def session(quantized: bool, make: Any) -> tuple[Any, str | bytes, Path | None]:
-            """A session of the (int8 or float) graph made by `make`, the graph, and its cache file."""
+        def make(graph: str | bytes) -> Any:
+            # Batches and queries alike: one intra-op thread, the caller's (_session_options).
+            return onnxruntime.InferenceSession(graph, _session_options(), providers=providers)
+
+        def session(quantized: bool) -> tuple[Any, str | bytes, Path | None]:
+            """A session of the (int8 or float) graph, the graph, and its cache file."""
             cached = onnx_graph.graph_file(path, cache_dir, quantized=quantized)
             graph = onnx_graph.cached_graph(path, cached, quantized=quantized)
             try:
@@ -176,23 +180,17 @@ class _OnnxBackend:
                 graph = onnx_graph.cached_graph(path, cached, rebuild=True, quantized=quantized)
                 return make(graph), graph, cached
 
-        def batch_session(graph: str | bytes) -> Any:
-            return onnxruntime.InferenceSession(graph, _session_options(), providers=providers)
-
-        def query_session(graph: str | bytes) -> Any:
-            return onnxruntime.InferenceSession(graph, _session_options(), providers=providers)
-
         # A batch's runs are computed on `threads` lanes at BATCH_NICE, in the order they come (the
         # embedding worker tokenises its next batch while the model runs on the current one,
         # mnemo_ingest.worker, and its runs wait here behind the current one's). A query has its own
         # session, runs on its caller's thread, and never waits here.
         self._lanes = threads
         self._batches = ThreadPoolExecutor(threads, thread_name_prefix="embed-batch", initializer=_yield_to_requests)
-        self._session, graph, cached = session(False, batch_session)
+        self._session, graph, cached = session(False)
         if query_int8:
-            self._query_session, _, query_cached = session(True, query_session)
+            self._query_session, _, query_cached = session(True)
         else:
-            self._query_session, query_cached = query_session(graph), cached
+            self._query_session, query_cached = make(graph), cached
         for current in {cached, query_cached}:
             if current is not None:
                 onnx_graph.evict_stale(current)
