@@ -55,6 +55,8 @@ from bench.common import (
 
 DEFAULT_SIZES = (100_000, 1_000_000)
 DEFAULT_BASE = 20_000
+# Base vectors mixed into each copied one (fill_copies says why more than one).
+DEFAULT_PARENTS = 3
 MODES = ("hybrid", "lexical", "semantic")
 FILTERS = ("none", "tag", "kind", "workspace", "as_of")
 LIMIT = 10
@@ -466,25 +468,40 @@ async def base_vectors(pool: Any) -> Any:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-async def fill_copies(pool: Any, base: Any, model: str, seed: int, noise: float) -> tuple[int, float]:
-    """Gives every queued chunk a copy of a random base vector plus seeded Gaussian noise of norm
-    about `noise`, renormalised, through the worker's own queue functions (claim, store_vectors):
-    the queue rows go, each vector's `indexed` copies its chunk's, exactly as the worker leaves
-    them. Returns the chunks filled and their mean cosine to the vector they copy."""
+def copied_vectors(rng: Any, base: Any, count: int, noise: float, parents: int) -> tuple[Any, Any]:
+    """`count` unit vectors, each a mix of `parents` random rows of `base` (unit vectors) with
+    random weights (flat Dirichlet) plus Gaussian noise of norm about `noise`, renormalised; and,
+    for each, the row of `base` it weighs most.
+
+    One parent makes every base vector the centre of a tight cluster of its copies (hundreds each
+    at 1M), whose HNSW nodes end up linked mostly to one another: islands a search cannot leave,
+    which real notes do not form. Mixtures spread the copies between their parents."""
+    import numpy as np
+
+    chosen = rng.integers(len(base), size=(count, parents))
+    weights = rng.dirichlet(np.ones(parents), size=count).astype(np.float32)
+    vectors = np.einsum("np,npd->nd", weights, base[chosen])
+    vectors += rng.standard_normal(vectors.shape, dtype=np.float32) * (noise / math.sqrt(base.shape[1]))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors, chosen[np.arange(count), weights.argmax(axis=1)]
+
+
+async def fill_copies(pool: Any, base: Any, model: str, seed: int, noise: float, parents: int = 1) -> tuple[int, float]:
+    """Gives every queued chunk a copied vector (`copied_vectors`) through the worker's own queue
+    functions (claim, store_vectors): the queue rows go, each vector's `indexed` copies its
+    chunk's, exactly as the worker leaves them. Returns the chunks filled and their mean cosine
+    to the base vector each weighs most."""
     import numpy as np
 
     from mnemo_store import embed_queue
 
     rng = np.random.default_rng(seed)
-    dim = base.shape[1]
     filled, cosine_sum = 0, 0.0
     last = time.perf_counter()
     while rows := await embed_queue.claim(pool, FILL_BATCH, FILL_LEASE_S):
         ids = [int(r["id"]) for r in rows]
-        sources = base[rng.integers(len(base), size=len(ids))]
-        vectors = sources + rng.standard_normal((len(ids), dim), dtype=np.float32) * (noise / math.sqrt(dim))
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        cosine_sum += float((vectors * sources).sum())
+        vectors, main = copied_vectors(rng, base, len(ids), noise, parents)
+        cosine_sum += float((vectors * base[main]).sum())
         done = await embed_queue.store_vectors(pool, list(zip(ids, vectors, strict=True)), model)
         if done.held:
             raise BenchError(f"{len(done.held)} queue rows were held by a writer during the fill")
@@ -832,6 +849,7 @@ class RunConfig:
     warmup: int
     seed: int
     noise: float
+    parents: int
     pg_settings: dict[str, str]
     out: Path
     force: bool
@@ -898,7 +916,7 @@ class Run:
                 print("Storing copied vectors for the chunks beyond the base …", flush=True)
                 started = time.perf_counter()
                 step.copied_chunks, cosine = await fill_copies(
-                    self.pool, self.base, self.embedder.model, self.cfg.seed + size, self.cfg.noise
+                    self.pool, self.base, self.embedder.model, self.cfg.seed + size, self.cfg.noise, self.cfg.parents
                 )
                 step.copy_s = time.perf_counter() - started
                 step.copy_cosine_to_source = round(cosine, 4)
@@ -1142,13 +1160,15 @@ def vector_strategy(cfg: RunConfig) -> dict[str, Any]:
         "description": (
             f"The first {cfg.base:,} notes (in load order, a mix of every source) are embedded by the "
             "bundled model through the running ingest worker. For every later note the embedding worker is "
-            "stopped, and the benchmark claims the queued chunks and stores for each a copy of a randomly "
-            f"chosen base vector plus Gaussian noise of norm {cfg.noise} (seeded), renormalised, with the "
+            "stopped, and the benchmark claims the queued chunks and stores for each a mix of "
+            f"{cfg.parents} randomly chosen base vector(s) with random (flat Dirichlet) weights plus Gaussian "
+            f"noise of norm {cfg.noise} (seeded), renormalised, with the "
             "queue functions the worker uses (mnemo_store.embed_queue.claim, store_vectors). The HNSW index is "
             "dropped before that fill and rebuilt from its own definition after it. Queries are embedded by "
             "the real model at search time."
         ),
         "noise_norm": cfg.noise,
+        "parents": cfg.parents,
     }
 
 
@@ -1273,6 +1293,13 @@ def parse_args(argv: list[str]) -> RunConfig:
     parser.add_argument("--seed", type=int, default=20261201, help="corpus, query and noise seed")
     parser.add_argument("--noise", type=float, default=0.5, help="norm of the noise added to a copied vector (0.5)")
     parser.add_argument(
+        "--parents",
+        type=int,
+        default=DEFAULT_PARENTS,
+        help=f"base vectors mixed into each copied vector (default {DEFAULT_PARENTS}; 1: noisy copies of one, "
+        "which form islands in the HNSW graph)",
+    )
+    parser.add_argument(
         "--pg-setting",
         type=parse_setting,
         action="append",
@@ -1293,6 +1320,8 @@ def parse_args(argv: list[str]) -> RunConfig:
     args = parser.parse_args(argv)
     if args.base < 1:
         parser.error("--base must be at least 1: copied vectors need an embedded base")
+    if args.parents < 1:
+        parser.error("--parents must be at least 1")
     if args.small_workspace < 1 or args.small_workspace * 2 > args.sizes[0]:
         parser.error("--small-workspace must be at least 1 and at most half the first size")
     if not 0 < args.tag_share < 1:
@@ -1310,6 +1339,7 @@ def parse_args(argv: list[str]) -> RunConfig:
         warmup=args.warmup,
         seed=args.seed,
         noise=args.noise,
+        parents=args.parents,
         pg_settings={**PG_SETTINGS, **dict(args.pg_setting)},
         out=(REPO_ROOT / args.out).resolve(),
         force=args.force,
