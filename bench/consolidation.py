@@ -51,6 +51,8 @@ JACCARDS = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 WRITE_BATCH = 200
 SEED = 20261202
 NOISE = 0.5  # as bench.scale: copied vectors at about cosine 0.89 to their source
+# Each copy from one labelled-set vector, as when the cost figures were measured (bench/README.md).
+PARENTS = 1
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ async def measure_cost(
         started = time.perf_counter()
         await asyncio.to_thread(load_notes, stack.base_url, spec, loaded, size)
         load_s = time.perf_counter() - started
-        filled, _ = await fill_copies(pool, base, embedder_model, SEED + size, NOISE)
+        filled, _ = await fill_copies(pool, base, embedder_model, SEED + size, NOISE, PARENTS)
         build_s, _ = await build_vector_index(pool, definition)
         print(f"  {size - loaded:,} notes in {load_s:.0f} s; HNSW index built in {build_s:.0f} s", flush=True)
         await pool.execute("VACUUM (ANALYZE)", timeout=3600)
@@ -261,7 +263,7 @@ async def measure_cost(
                 ),
                 "update",
             )
-        await fill_copies(pool, base, embedder_model, SEED + size + 1, NOISE)
+        await fill_copies(pool, base, embedder_model, SEED + size + 1, NOISE, PARENTS)
         changed, changed_s = await consolidate(http)
         print(f"  incremental pass: {changed['compared']:,} compared in {changed_s:.2f} s", flush=True)
     finally:

@@ -23,14 +23,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.common import BenchError, embedded_postgres, git_info, machine_info, percentile, quiet_model_env
-from bench.scale import DEFAULT_PARENTS, LIMIT, LONG_S, Corpus, CorpusSpec, copied_vectors, parse_sizes, real_queries
+from bench.scale import (
+    DEFAULT_PARENTS,
+    LIMIT,
+    LONG_S,
+    Corpus,
+    CorpusSpec,
+    copied_vectors,
+    list_recall,
+    parse_sizes,
+    real_queries,
+    summarise_recall,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SIZES = (100_000, 1_000_000)
@@ -128,22 +138,19 @@ async def measure(
         by_ef: dict[str, Any] = {}
         for ef in ef_searches:
             await conn.execute(f"SET hnsw.ef_search = {ef}")
-            shares, shortfalls, times, short_lists = [], [], [], 0
+            recalls, shortfalls, times, short_lists = [], [], [], 0
             for q, vector in enumerate(queries):
                 started = time.perf_counter()
                 rows = await conn.fetch(f"SELECT id FROM v ORDER BY embedding <=> $1 LIMIT {LIMIT}", vector)
                 times.append((time.perf_counter() - started) * 1000)
-                found = [r["id"] for r in rows]
-                shares.append(len(set(found) & set(exact[q].tolist())) / LIMIT)
-                # A row not returned counts as cosine 0 (ef_search caps the rows an index scan returns).
-                shortfalls.append(float(exact_scores[q, exact[q]].sum() - exact_scores[q, found].sum()) / LIMIT)
+                found = [(r["id"], float(exact_scores[q, r["id"]])) for r in rows]
+                # ef_search caps the rows an index scan returns: a row short counts as cosine 0.
+                got, short = list_recall(found, [(int(i), float(exact_scores[q, i])) for i in exact[q]])
+                recalls.append(got)
+                shortfalls.append(short)
                 short_lists += len(found) < LIMIT
             by_ef[str(ef)] = {
-                "recall_at_10": round(statistics.mean(shares), 4),
-                "lowest": min(shares),
-                "all_found": sum(share == 1 for share in shares),
-                "cosine_shortfall_mean": round(statistics.mean(shortfalls), 4),
-                "cosine_shortfall_most": round(max(shortfalls), 4),
+                **summarise_recall(recalls, shortfalls),
                 "short_lists": short_lists,
                 "query_ms": {"p50": round(percentile(times, 50), 2), "p95": round(percentile(times, 95), 2)},
             }
@@ -197,7 +204,7 @@ def print_result(result: dict[str, Any]) -> None:
     print(f"  {'ef_search':>9} {'recall@10':>9} {'lowest':>6} {'all 10':>6} {'short':>6} {'most':>6} {'p50 ms':>7}")
     for ef, got in result["ef_search"].items():
         print(
-            f"  {ef:>9} {got['recall_at_10']:9.3f} {got['lowest']:6.1f} {got['all_found']:6d} "
+            f"  {ef:>9} {got['mean']:9.3f} {got['lowest']:6.1f} {got['all_found']:6d} "
             f"{got['cosine_shortfall_mean']:6.3f} {got['cosine_shortfall_most']:6.3f} {got['query_ms']['p50']:7.2f}"
         )
 

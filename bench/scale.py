@@ -55,7 +55,7 @@ from bench.common import (
 
 DEFAULT_SIZES = (100_000, 1_000_000)
 DEFAULT_BASE = 20_000
-# Base vectors mixed into each copied one (fill_copies says why more than one).
+# Base vectors mixed into each copied one (copied_vectors says why more than one).
 DEFAULT_PARENTS = 3
 MODES = ("hybrid", "lexical", "semantic")
 FILTERS = ("none", "tag", "kind", "workspace", "as_of")
@@ -486,7 +486,7 @@ def copied_vectors(rng: Any, base: Any, count: int, noise: float, parents: int) 
     return vectors, chosen[np.arange(count), weights.argmax(axis=1)]
 
 
-async def fill_copies(pool: Any, base: Any, model: str, seed: int, noise: float, parents: int = 1) -> tuple[int, float]:
+async def fill_copies(pool: Any, base: Any, model: str, seed: int, noise: float, parents: int) -> tuple[int, float]:
     """Gives every queued chunk a copied vector (`copied_vectors`) through the worker's own queue
     functions (claim, store_vectors): the queue rows go, each vector's `indexed` copies its
     chunk's, exactly as the worker leaves them. Returns the chunks filled and their mean cosine
@@ -723,6 +723,27 @@ def nearest_memories(rows: Sequence[Any], limit: int) -> list[tuple[Any, float]]
     return list(found.items())[:limit]
 
 
+def list_recall(found: Sequence[tuple[Any, float]], exact: Sequence[tuple[Any, float]]) -> tuple[float, float]:
+    """One query's recall of the exact list, and how far the found list falls below it in mean
+    cosine (a row not found counts as cosine 0). Both lists are (id, cosine); `exact` not empty."""
+    recall = len({key for key, _ in found} & {key for key, _ in exact}) / len(exact)
+    shortfall = (sum(score for _, score in exact) - sum(score for _, score in found[: len(exact)])) / len(exact)
+    return recall, shortfall
+
+
+def summarise_recall(recalls: Sequence[float], shortfalls: Sequence[float]) -> dict[str, Any]:
+    """Per-query recalls and shortfalls (`list_recall`), summarised: a miss among near-ties costs
+    little cosine; a list from the wrong neighbourhood costs its whole difference."""
+    return {
+        "queries": len(recalls),
+        "mean": round(statistics.mean(recalls), 4) if recalls else None,
+        "lowest": round(min(recalls), 4) if recalls else None,
+        "all_found": sum(recall == 1 for recall in recalls),
+        "cosine_shortfall_mean": round(statistics.mean(shortfalls), 4) if recalls else None,
+        "cosine_shortfall_most": round(max(shortfalls), 4) if recalls else None,
+    }
+
+
 async def semantic_recall(
     pool: Any, embedder: Any, settings: Any, texts: Sequence[str], as_of_texts: int, as_of: datetime
 ) -> dict[str, Any]:
@@ -750,28 +771,20 @@ async def semantic_recall(
                 return nearest_memories(await conn.fetch(sql, *values, timeout=LONG_S), LIMIT)
 
         for name, scope in scopes.items():
-            shares, shortfalls, exact_scores = [], [], []
+            recalls, shortfalls, exact_scores = [], [], []
             plans: dict[bool, list[str]] = {False: [], True: []}
             for vector in vectors[: as_of_texts if name == "as_of" else None]:
                 sql, values = semantic_query(scope, vector, LIMIT)
                 approximate = await nearest(sql, values, False, plans[False])
                 exact = await nearest(sql, values, True, plans[True])
                 if exact:
-                    shares.append(len({m for m, _ in approximate} & {m for m, _ in exact}) / len(exact))
-                    # A miss among near-ties costs little; a list from the wrong neighbourhood costs
-                    # its whole difference in cosine.
+                    got, short = list_recall(approximate, exact)
+                    recalls.append(got)
+                    shortfalls.append(short)
                     exact_scores.append(statistics.mean(score for _, score in exact))
-                    found = statistics.mean(score for _, score in approximate) if approximate else 0.0
-                    shortfalls.append(exact_scores[-1] - found)
             recall[name] = {
-                "queries": len(shares),
-                "mean": round(statistics.mean(shares), 4) if shares else None,
-                "lowest": round(min(shares), 4) if shares else None,
-                "all_found": sum(share == 1 for share in shares),
-                # The exact ten's mean cosine, and how far below it the engine's ten were.
-                "exact_cosine_mean": round(statistics.mean(exact_scores), 4) if shares else None,
-                "cosine_shortfall_mean": round(statistics.mean(shortfalls), 4) if shares else None,
-                "cosine_shortfall_most": round(max(shortfalls), 4) if shares else None,
+                **summarise_recall(recalls, shortfalls),
+                "exact_cosine_mean": round(statistics.mean(exact_scores), 4) if recalls else None,
                 # Whether each way's plan (of the first query) walks the HNSW index: the engine's
                 # may (a small tag's vectors are compared exactly), the exact one never.
                 "walks_hnsw": {

@@ -22,7 +22,9 @@ from bench.scale import (
     Corpus,
     CorpusSpec,
     copied_vectors,
+    list_recall,
     nearest_memories,
+    summarise_recall,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,6 +127,27 @@ def test_the_nearest_memories_are_counted_once_each_nearest_first() -> None:
     ]
     assert nearest_memories(rows, 10) == [("b", 0.95), ("a", 0.9), ("c", 0.2)]
     assert nearest_memories(rows, 2) == [("b", 0.95), ("a", 0.9)]
+
+
+def test_a_found_list_is_scored_against_the_exact_one() -> None:
+    exact = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+    # The control: the exact list itself.
+    assert list_recall(exact, exact) == (1.0, 0.0)
+    # A near-tie swapped in costs little cosine; a row not found counts as cosine 0.
+    recall, shortfall = list_recall([("a", 0.9), ("b", 0.8), ("c", 0.7), ("x", 0.59)], exact)
+    assert recall == 0.75 and shortfall == pytest.approx(0.01 / 4)
+    recall, shortfall = list_recall([("b", 0.8)], exact)
+    assert recall == 0.25 and shortfall == pytest.approx((3.0 - 0.8) / 4)
+    summary = summarise_recall([1.0, 0.75, 0.25], [0.0, 0.0025, 0.55])
+    assert summary == {
+        "queries": 3,
+        "mean": 0.6667,
+        "lowest": 0.25,
+        "all_found": 1,
+        "cosine_shortfall_mean": 0.1842,
+        "cosine_shortfall_most": 0.55,
+    }
+    assert summarise_recall([], [])["mean"] is None
 
 
 def test_copied_vectors_mixed_from_several_base_vectors_are_not_islands() -> None:
