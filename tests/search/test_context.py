@@ -120,6 +120,9 @@ async def briefing(context_clients: Clients) -> Briefing:
     await c.ingest.DeleteMemory(ipb.DeleteMemoryRequest(workspace=ws, id=ids["deleted"], reason="a secret"))
     await write("foreign", f"{FOREIGN} decision: deploy on Fridays.", workspace=other, kind=decision)
     await write("foreign_lesson", f"{FOREIGN} lesson: never trust the cache.", workspace=other, kind=3)
+    # A task's search ranks on both legs: a test run straight after this fixture, before the vectors
+    # and the lexical statistics are in, would rank on whichever half happened to be ready.
+    await wait_posted(c.stack.dsn, embedded=True)
     return Briefing(ws, other, ids, session_start)
 
 
