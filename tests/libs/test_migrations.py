@@ -257,6 +257,11 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
             (pending, 1): ([], None),
             (failed, 1): ([], None),
         }
+        # 0022 gave the indexed chunks' tags rows of their own: not the old version's, though it has tags.
+        tag_rows = await conn.fetch(
+            "SELECT c.memory_id, c.version, k.tag FROM chunk_tags k JOIN chunks c ON c.id = k.chunk_id"
+        )
+        assert {tuple(r) for r in tag_rows} == {(edited, 2, "ferry"), (edited, 2, "pier")}
         # The queue keeps what was waiting, with its attempts and error.
         assert chunks[(pending, 1)]["embedding"] is None and chunks[(failed, 1)]["embedding"] is None
         assert (chunks[(pending, 1)]["attempts"], chunks[(pending, 1)]["error"], chunks[(pending, 1)]["failed"]) == (

@@ -361,9 +361,12 @@ BUSY_TABLES = frozenset({"tokens"})
 # Not compared: bookkeeping written once at start-up; the embedding queue and the vectors are the
 # embedder's own state of the chunks (compared above): the workers insert and delete their rows at
 # any moment, and a correction flips their `indexed` flag with the chunks'; likewise the lexical
-# queue and the BM25 statistics, which the poster rewrites from the chunks whenever writes pause.
+# queue and the BM25 statistics, which the poster rewrites from the chunks whenever writes pause; and
+# a tag's chunks (chunk_tags), which the database keeps from the chunks in the statement that writes
+# them: compared through the chunks (tests/ingest/test_chunk_tag_rows.py recounts them).
 UNCOMPARED_TABLES = (
     "schema_migrations",
+    "chunk_tags",
     "embedding_space",
     "embed_queue",
     "chunk_vectors",
