@@ -1292,8 +1292,8 @@ def parse_args(argv: list[str]) -> RunConfig:
     parser.add_argument(
         "--as-of-queries",
         type=int,
-        default=50,
-        help="timed queries per as_of cell, the first of --queries (default 50: as-of reads cost more than the others)",
+        default=None,
+        help="timed queries per as_of cell, the first of --queries (default: all of them, the other cells' sample)",
     )
     parser.add_argument(
         "--recall-queries",
@@ -1339,6 +1339,8 @@ def parse_args(argv: list[str]) -> RunConfig:
         parser.error("--small-workspace must be at least 1 and at most half the first size")
     if not 0 < args.tag_share < 1:
         parser.error("--tag-share must be between 0 and 1")
+    if args.as_of_queries is None:
+        args.as_of_queries = args.queries
     if args.queries < 1 or args.as_of_queries < 1 or args.warmup < 0 or args.recall_queries < 0:
         parser.error("--queries and --as-of-queries must be at least 1, --warmup and --recall-queries not negative")
     return RunConfig(

@@ -24,6 +24,7 @@ from bench.scale import (
     copied_vectors,
     list_recall,
     nearest_memories,
+    parse_args,
     summarise_recall,
 )
 
@@ -255,3 +256,11 @@ def test_the_corpus_is_the_same_for_the_same_seed_and_places_notes_as_asked() ->
     assert corpus.composition(3000) == {
         source: sum(corpus.source_of(i) == source for i in range(3000)) for source in corpus.composition(3000)
     }
+
+
+def test_the_as_of_cells_time_the_other_cells_queries_unless_told() -> None:
+    # The same sample in every cell: the as-of cells once timed the first 50 of 200, a sample of their own.
+    assert parse_args([]).as_of_queries == 200
+    assert parse_args(["--queries", "80"]).as_of_queries == 80
+    assert parse_args(["--queries", "80", "--as-of-queries", "20"]).as_of_queries == 20  # the control
+    assert parse_args(["--queries", "80", "--as-of-queries", "500"]).as_of_queries == 80
