@@ -38,7 +38,7 @@ import asyncpg
 
 from bench.common import embedded_postgres, fmt, git_info, machine_info, percentile, quiet_model_env
 from bench.scifact import (
-    DEFAULT_DATA,
+    SCIFACT,
     Document,
     Qrels,
     Query,
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_model_env()
     from mnemo_search.settings import SearchSettings
 
-    data = REPO_ROOT / DEFAULT_DATA
+    data = REPO_ROOT / SCIFACT.default_data
     documents = load_corpus(data_file(data, "corpus"))
     qrels = load_qrels(data_file(data, "qrels"))
     queries = [q for q in load_queries(data_file(data, "queries")) if q.id in qrels]

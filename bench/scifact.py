@@ -1,4 +1,7 @@
-"""SciFact retrieval benchmark: every abstract a memory, every claim an MCP search, scored per mode beside BM25."""
+"""SciFact retrieval benchmark: every abstract a memory, every claim an MCP search, scored per mode beside BM25.
+
+The same machinery runs any collection in BEIR's format (corpus.jsonl, queries.jsonl, a qrels TSV)
+that a `Collection` describes: bench/agent_notes.py runs the hand-written agent notes with it."""
 
 from __future__ import annotations
 
@@ -39,27 +42,54 @@ from bench.common import (
     wait_embedded,
 )
 
-DEFAULT_DATA = "bench/data/scifact"
-SPLIT = "train"
 MODES = ("lexical", "semantic", "hybrid")
 TOP_K = 10
 # The most results one search returns (MNEMO_SEARCH_MAX_LIMIT's default): recall is measured that deep.
 DEEP_K = 100
 BATCH_SIZE = 500
-WORKSPACE = "scifact"
-SOURCE_PREFIX = "scifact:"
 WARMUP_QUERIES = 3
 EMBED_PROGRESS_S = 15.0
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
-# The train split as committed (bench/data/scifact/README.md); other counts mean other data.
-EXPECTED = {"documents": 5183, "queries": 807, "judgements": 917}
-
-# nDCG@10 on SciFact through the MCP surface as quoted in the "search engine v2" issue, and its
-# targets; for comparison only, not measured here.
-ISSUE_NDCG10 = {"lexical": 0.46, "semantic": 0.66, "hybrid": 0.65, "plain BM25": 0.66}
-TARGET_HYBRID_NDCG10 = 0.70
-
 Qrels = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Collection:
+    """What one BEIR-format collection's run needs to know of it: its names (the workspace, the
+    memories' tag and `source_uri` prefix, the results' file names), where its files are, what it
+    should hold, what its documents and queries are called in the printout, and its targets."""
+
+    name: str
+    title: str
+    split: str
+    default_data: str
+    results: str
+    document_word: str
+    query_word: str
+    # The committed files' counts: other counts mean other data.
+    expected: Mapping[str, int] | None = None
+    # Figures quoted elsewhere (not measured here), printed beside the run's for comparison.
+    quoted_ndcg10: Mapping[str, float] | None = None
+    target_hybrid_ndcg10: float | None = None
+
+    @property
+    def source_prefix(self) -> str:
+        return f"{self.name}:"
+
+
+SCIFACT = Collection(
+    name="scifact",
+    title="SciFact",
+    split="train",
+    default_data="bench/data/scifact",
+    results="scifact",
+    document_word="abstract",
+    query_word="claim",
+    expected={"documents": 5183, "queries": 807, "judgements": 917},
+    # nDCG@10 on SciFact through the MCP surface as quoted in the "search engine v2" issue.
+    quoted_ndcg10={"lexical": 0.46, "semantic": 0.66, "hybrid": 0.65, "plain BM25": 0.66},
+    target_hybrid_ndcg10=0.70,
+)
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -70,17 +100,22 @@ class Document:
     id: str
     title: str
     text: str
+    # The memory kind to write it as (a collection of agent notes has decisions and lessons);
+    # None: the write path's default.
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
 class Query:
     id: str
     text: str
+    # The kind of question it is (`type` in the file), for figures per type; None: not given.
+    type: str | None = None
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What one run writes and asks: its documents, its claims, and their judgements."""
+    """What one run writes and asks: its documents, its queries, and their judgements."""
 
     documents: list[Document]
     queries: list[Query]
@@ -101,14 +136,16 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def load_corpus(path: Path) -> list[Document]:
-    documents = [Document(str(row["_id"]), row.get("title", ""), row["text"]) for row in read_jsonl(path)]
+    documents = [
+        Document(str(row["_id"]), row.get("title", ""), row["text"], row.get("kind")) for row in read_jsonl(path)
+    ]
     if len({d.id for d in documents}) != len(documents):
         raise BenchError(f"{path}: document ids are not unique")
     return documents
 
 
 def load_queries(path: Path) -> list[Query]:
-    return [Query(str(row["_id"]), row["text"]) for row in read_jsonl(path)]
+    return [Query(str(row["_id"]), row["text"], row.get("type")) for row in read_jsonl(path)]
 
 
 def load_qrels(path: Path) -> Qrels:
@@ -162,17 +199,20 @@ def select(
     return Selection(documents, chosen, chosen_qrels)
 
 
-def memory_for_document(document: Document) -> dict[str, Any]:
-    """The batch item for one abstract: the representation under test, kept in one place. The
+def memory_for_document(document: Document, collection: Collection = SCIFACT) -> dict[str, Any]:
+    """The batch item for one document: the representation under test, kept in one place. The
     title is the memory's title (Mnemo weights it above the body and embeds it as each chunk's
-    context), the abstract its content."""
-    return {
+    context), the text its content, the kind the document's when it has one."""
+    item = {
         "title": document.title,
         "content": document.text,
-        "source_uri": SOURCE_PREFIX + document.id,
-        "tags": ["scifact"],
+        "source_uri": collection.source_prefix + document.id,
+        "tags": [collection.name],
         "metadata": {"corpus_id": document.id},
     }
+    if document.kind is not None:
+        item["kind"] = document.kind
+    return item
 
 
 def ranked_documents(hits: Sequence[Mapping[str, Any]], ids: Mapping[str, str]) -> list[str | None]:
@@ -221,7 +261,7 @@ def average(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
 
 @dataclass
 class Outcome:
-    """One claim asked in one mode."""
+    """One query asked in one mode."""
 
     query: Query
     mode: str
@@ -313,19 +353,20 @@ class RunConfig:
     deep: bool
     out: Path
     log_level: str
+    collection: Collection = SCIFACT
 
 
 async def write_corpus(
-    client: Any, documents: Sequence[Document], workspace: str = WORKSPACE
+    client: Any, documents: Sequence[Document], workspace: str = SCIFACT.name, collection: Collection = SCIFACT
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """Every abstract through `POST /api/v1/memories:batch` into one new workspace, then waits
+    """Every document through `POST /api/v1/memories:batch` into one new workspace, then waits
     for its embeddings: memory id -> corpus id, and the timings."""
     check(await client.post("/api/v1/workspaces", json={"name": workspace}), "register workspace")
     ids: dict[str, str] = {}
     started = time.perf_counter()
     for start in range(0, len(documents), BATCH_SIZE):
         batch = documents[start : start + BATCH_SIZE]
-        items = [memory_for_document(d) for d in batch]
+        items = [memory_for_document(d, collection) for d in batch]
         body = check(
             await client.post("/api/v1/memories:batch", json={"workspace": workspace, "items": items}), "batch write"
         )
@@ -360,11 +401,11 @@ async def search_all(
     ids: Mapping[str, str],
     modes: Sequence[str],
     deep: bool,
-    workspace: str = WORKSPACE,
+    workspace: str = SCIFACT.name,
 ) -> dict[str, list[Outcome]]:
-    """Every claim in every mode through the MCP tool `memory_search` (the official client over
+    """Every query in every mode through the MCP tool `memory_search` (the official client over
     streamable HTTP), top 10, timed; with `deep`, once more at limit 100 for recall@100, not timed.
-    The modes of one claim run back to back, so any drift in machine load hits all alike."""
+    The modes of one query run back to back, so any drift in machine load hits all alike."""
     from mcp.client.client import Client
     from mcp.types import TextContent
 
@@ -377,10 +418,10 @@ async def search_all(
             latency = time.perf_counter() - t0
             text = "".join(part.text for part in result.content if isinstance(part, TextContent))
             if result.is_error:
-                raise BenchError(f"{mode} search of claim {query.id} failed: {text[:500]}")
+                raise BenchError(f"{mode} search of query {query.id} failed: {text[:500]}")
             return json.loads(text), latency
 
-        # The first claims pay for cold caches and lazy initialisation; they are not measured.
+        # The first queries pay for cold caches and lazy initialisation; they are not measured.
         for query in queries[:WARMUP_QUERIES]:
             for mode in modes:
                 await search(query, mode, TOP_K)
@@ -399,18 +440,20 @@ async def search_all(
             if done % 50 == 0 or done == len(queries):
                 elapsed = time.perf_counter() - started
                 left = elapsed / done * (len(queries) - done)
-                print(f"  {done}/{len(queries)} claims ({done / elapsed:.1f}/s, about {left:.0f} s left)", flush=True)
+                print(f"  {done}/{len(queries)} queries ({done / elapsed:.1f}/s, about {left:.0f} s left)", flush=True)
     return outcomes
 
 
 async def run_benchmark(cfg: RunConfig, selection: Selection, dsn: str) -> dict[str, Any]:
     import httpx
 
+    c = cfg.collection
     env = stack_env(dsn)
     async with model_stack(env) as (stack, embedder, load_s):
         async with httpx.AsyncClient(base_url=stack.base_url, timeout=300.0, trust_env=False) as client:
-            print(f"Writing {len(selection.documents)} abstracts in batches of {BATCH_SIZE} …", flush=True)
-            ids, writes = await write_corpus(client, selection.documents)
+            words = f"{c.document_word}s"
+            print(f"Writing {len(selection.documents)} {words} in batches of {BATCH_SIZE} …", flush=True)
+            ids, writes = await write_corpus(client, selection.documents, c.name, c)
             print(
                 f"  {writes['memories_per_s_committed']:.1f} memories/s committed, "
                 f"{writes['memories_per_s_embedded']:.1f} memories/s fully embedded ({writes['chunks']} chunks)",
@@ -418,11 +461,11 @@ async def run_benchmark(cfg: RunConfig, selection: Selection, dsn: str) -> dict[
             )
         searches = len(cfg.modes) * (2 if cfg.deep else 1)
         print(
-            f"Searching {len(selection.queries)} claims x {searches} searches over MCP "
+            f"Searching {len(selection.queries)} {c.query_word}s x {searches} searches over MCP "
             f"({', '.join(cfg.modes)}; top {TOP_K}{f', then top {DEEP_K}' if cfg.deep else ''}) …",
             flush=True,
         )
-        outcomes = await search_all(f"{stack.base_url}/mcp", selection.queries, ids, cfg.modes, cfg.deep)
+        outcomes = await search_all(f"{stack.base_url}/mcp", selection.queries, ids, cfg.modes, cfg.deep, c.name)
     return {
         "model_load_seconds": load_s,
         "writes": writes,
@@ -455,23 +498,31 @@ def build_report(
     for mode in cfg.modes:
         for o in run["outcomes"][mode]:
             per_query[o.query.id][mode] = ndcg_at(o.ranked, selection.qrels[o.query.id], TOP_K)
+    c = cfg.collection
     verdicts: dict[str, bool] = {}
     if "lexical" in modes:
         verdicts["lexical_ndcg@10_at_least_bm25"] = modes["lexical"]["ndcg@10"] >= bm25["bm25"]["ndcg@10"]
     if "hybrid" in modes:
-        verdicts["hybrid_ndcg@10_at_least_0.70"] = modes["hybrid"]["ndcg@10"] >= TARGET_HYBRID_NDCG10
+        if c.target_hybrid_ndcg10 is not None:
+            target = c.target_hybrid_ndcg10
+            verdicts[f"hybrid_ndcg@10_at_least_{target:.2f}"] = modes["hybrid"]["ndcg@10"] >= target
         legs = [modes[m]["ndcg@10"] for m in ("lexical", "semantic") if m in modes]
         if len(legs) == 2:
             verdicts["hybrid_ndcg@10_above_both_legs"] = modes["hybrid"]["ndcg@10"] > max(legs)
-    files = {name: data_file(cfg.data, name) for name in ("corpus", "queries", "qrels")}
+    files = {name: data_file(cfg.data, name, c.split) for name in ("corpus", "queries", "qrels")}
+    per_type = ndcg_per_type(selection.queries, per_query)
+    target: dict[str, Any] = {"lexical_ndcg@10": "at least baselines.bm25's"}
+    if c.target_hybrid_ndcg10 is not None:
+        target["hybrid_ndcg@10"] = c.target_hybrid_ndcg10
     return {
-        "benchmark": "scifact-retrieval",
+        "benchmark": f"{c.name}-retrieval",
+        "collection": {"name": c.name, "title": c.title, "documents": c.document_word, "queries": c.query_word},
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "git": {},
         "machine": machine_info(),
         "config": {
             "data": str(cfg.data),
-            "split": SPLIT,
+            "split": c.split,
             "data_sha256": {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()},
             "queries_limit": cfg.queries,
             "docs_limit": cfg.docs,
@@ -483,8 +534,9 @@ def build_report(
             "search_surface": "MCP tool memory_search, official mcp client over streamable HTTP, one call at a time",
             "embedding_model": run["embedding_model"],
             "stack_env": run["stack_env"],
-            "representation": "one memory per abstract: title = document title, content = abstract text, "
-            f"source_uri '{SOURCE_PREFIX}<corpus id>', tags [scifact], metadata {{corpus_id}}; one workspace",
+            "representation": f"one memory per {c.document_word}: title = document title, content = document text, "
+            f"kind = the document's (when given), source_uri '{c.source_prefix}<corpus id>', tags [{c.name}], "
+            "metadata {corpus_id}; one workspace",
         },
         "dataset": {
             "documents": len(selection.documents),
@@ -498,21 +550,35 @@ def build_report(
         "writes": run["writes"],
         "modes": modes,
         "baselines": bm25,
-        "issue_ndcg@10": ISSUE_NDCG10,
-        "target": {"hybrid_ndcg@10": TARGET_HYBRID_NDCG10, "lexical_ndcg@10": "at least baselines.bm25's"},
+        "issue_ndcg@10": dict(c.quoted_ndcg10 or {}),
+        "target": target,
         "verdicts": verdicts,
         "per_query_ndcg@10": per_query,
+        **({"per_type_ndcg@10": per_type} if per_type else {}),
         "duration_s": duration_s,
     }
 
 
+def ndcg_per_type(queries: Sequence[Query], per_query: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """Each ranker's mean nDCG@10 over the queries of each type, with their count: empty when the
+    queries have no types."""
+    types = sorted({q.type for q in queries if q.type is not None})
+    figures: dict[str, Any] = {}
+    for kind in types:
+        chosen = [per_query[q.id] for q in queries if q.type == kind]
+        rankers = chosen[0].keys()
+        figures[kind] = {"queries": len(chosen), **{r: mean([f[r] for f in chosen]) for r in rankers}}
+    return figures
+
+
 def print_report(report: dict[str, Any]) -> None:
     modes, baselines, data = report["modes"], report["baselines"], report["dataset"]
+    c, split = report["collection"], report["config"]["split"]
     line = "-" * 78
     print()
-    print(f"SciFact retrieval benchmark ({SPLIT} split; claims searched over MCP)")
+    print(f"{c['title']} retrieval benchmark ({split} split; {c['queries']}s searched over MCP)")
     print(line)
-    print(f"documents: {data['documents']}  claims: {data['queries']}  judgements: {data['judgements']}")
+    print(f"documents: {data['documents']}  {c['queries']}s: {data['queries']}  judgements: {data['judgements']}")
     print(f"{'ranker':<17}{'nDCG@10':>9}{'R@10':>8}{'R@100':>8}{'MRR@10':>8}{'p50 ms':>9}{'p95 ms':>9}")
     rows = [(name, b, None) for name, b in baselines.items()] + [(m, f, f["latency_ms"]) for m, f in modes.items()]
     for name, m, latency in rows:
@@ -522,6 +588,13 @@ def print_report(report: dict[str, Any]) -> None:
             f"{name:<17}{fmt(m['ndcg@10']):>9}{fmt(m['recall@10']):>8}{fmt(m.get('recall@100')):>8}"
             f"{fmt(m['mrr@10']):>8}{p50:>9}{p95:>9}"
         )
+    if "per_type_ndcg@10" in report:
+        rankers = [*baselines, *modes]
+        print(f"nDCG@10 by {c['queries']} type")
+        print(f"{'':<17}" + "".join(f"{r:>17}" for r in rankers))
+        for kind, figures in report["per_type_ndcg@10"].items():
+            label = f"{kind} ({figures['queries']})"
+            print(f"{label:<17}" + "".join(f"{fmt(figures[r]):>17}" for r in rankers))
     for name, b in baselines.items():
         settings = b["settings"]
         print(
@@ -533,8 +606,9 @@ def print_report(report: dict[str, Any]) -> None:
         f"writes: {writes['memories']} memories, {writes['memories_per_s_committed']:.1f}/s committed, "
         f"all embedded after {writes['seconds_to_all_embedded']:.0f} s ({writes['chunks']} chunks)"
     )
-    issue = ", ".join(f"{k} {v:g}" for k, v in report["issue_ndcg@10"].items())
-    print(f"nDCG@10 quoted in the issue (not measured here): {issue}")
+    if report["issue_ndcg@10"]:
+        issue = ", ".join(f"{k} {v:g}" for k, v in report["issue_ndcg@10"].items())
+        print(f"nDCG@10 quoted in the issue (not measured here): {issue}")
     for name, met in report["verdicts"].items():
         print(f"  target {name}: {'met' if met else 'NOT met'}")
     if not data["whole_split"]:
@@ -545,7 +619,7 @@ def print_report(report: dict[str, Any]) -> None:
         if m["degraded_responses"]:
             notes.append(f"{mode}: {m['degraded_responses']} degraded responses")
         if m["foreign_hits"]:
-            notes.append(f"{mode}: {m['foreign_hits']} hits that are not abstracts")
+            notes.append(f"{mode}: {m['foreign_hits']} hits that are not {c['documents']}s")
     if notes:
         print("WARNING: " + "; ".join(notes))
     print(f"search latency: client-observed wall time of each MCP tool call (top {TOP_K}), one at a time")
@@ -566,11 +640,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
         xs = [j + (i - (len(rankers) - 1) / 2) * width for j in range(len(METRICS))]
         bars = ax.bar(xs, [figures.get(m, float("nan")) for m in METRICS], width, label=name)
         ax.bar_label(bars, fmt="%.3f", fontsize=7, padding=2)
-    ax.axhline(TARGET_HYBRID_NDCG10, color="tab:red", linestyle="-", linewidth=1, label="target hybrid nDCG@10")
+    if "hybrid_ndcg@10" in report["target"]:
+        target = report["target"]["hybrid_ndcg@10"]
+        ax.axhline(target, color="tab:red", linestyle="-", linewidth=1, label="target hybrid nDCG@10")
     ax.set_xticks(range(len(METRICS)), [labels[m] for m in METRICS])
     ax.set_ylim(0, 1.15)
-    data = report["dataset"]
-    ax.set_title(f"SciFact {SPLIT}: {data['queries']} claims over {data['documents']} abstracts")
+    data, c = report["dataset"], report["collection"]
+    ax.set_title(
+        f"{c['title']} {report['config']['split']}: {data['queries']} {c['queries']}s "
+        f"over {data['documents']} {c['documents']}s"
+    )
     ax.legend(fontsize=8, loc="upper center", ncol=len(rankers) + 1)
     latency = ", ".join(f"{m} p50 {f['latency_ms']['p50']:.0f} ms" for m, f in report["modes"].items())
     commit = (report["git"]["commit"] or "")[:12]
@@ -583,33 +662,39 @@ def plot(report: dict[str, Any], path: Path) -> None:
 # -- entry point ------------------------------------------------------------------------------
 
 
-def data_file(root: Path, name: str) -> Path:
+def data_file(root: Path, name: str, split: str = SCIFACT.split) -> Path:
     return {
         "corpus": root / "corpus.jsonl",
         "queries": root / "queries.jsonl",
-        "qrels": root / "qrels" / f"{SPLIT}.tsv",
+        "qrels": root / "qrels" / f"{split}.tsv",
     }[name]
 
 
-def parse_args(argv: list[str]) -> RunConfig:
+def parse_args(argv: list[str], collection: Collection = SCIFACT) -> RunConfig:
+    c = collection
     parser = argparse.ArgumentParser(
-        prog="mnemo bench scifact",
-        description="Document retrieval on SciFact (train) through a whole in-process Mnemo (MCP), beside BM25.",
+        prog=f"mnemo bench {c.results}",
+        description=f"Document retrieval on {c.title} ({c.split}) through a whole in-process Mnemo (MCP), beside BM25.",
     )
     parser.add_argument(
-        "--data", default=DEFAULT_DATA, help=f"BEIR folder; relative paths are from the repo root ({DEFAULT_DATA})"
+        "--data", default=c.default_data, help=f"BEIR folder; relative paths are from the repo root ({c.default_data})"
     )
-    parser.add_argument("--queries", type=int, default=None, metavar="N", help="only the first N judged claims")
+    parser.add_argument(
+        "--queries", type=int, default=None, metavar="N", help=f"only the first N judged {c.query_word}s"
+    )
     parser.add_argument(
         "--docs",
         type=int,
         default=None,
         metavar="N",
-        help="only the abstracts judged for the chosen claims plus the first N others (default: the whole corpus)",
+        help=f"only the {c.document_word}s judged for the chosen {c.query_word}s plus the first N others "
+        "(default: the whole corpus)",
     )
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes (default: all)")
     parser.add_argument(
-        "--no-deep", action="store_true", help=f"skip the second search per claim at limit {DEEP_K} (no recall@100)"
+        "--no-deep",
+        action="store_true",
+        help=f"skip the second search per {c.query_word} at limit {DEEP_K} (no recall@100)",
     )
     parser.add_argument(
         "--out", default=DEFAULT_OUT, help=f"results directory; relative paths are from the repo root ({DEFAULT_OUT})"
@@ -628,16 +713,19 @@ def parse_args(argv: list[str]) -> RunConfig:
         deep=not args.no_deep,
         out=(REPO_ROOT / args.out).resolve(),
         log_level=args.log_level,
+        collection=c,
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    cfg = parse_args(sys.argv[1:] if argv is None else list(argv))
+def main(argv: list[str] | None = None, collection: Collection = SCIFACT) -> int:
+    c = collection
+    cfg = parse_args(sys.argv[1:] if argv is None else list(argv), c)
     started = time.perf_counter()
-    missing = [str(p) for n in ("corpus", "queries", "qrels") if not (p := data_file(cfg.data, n)).is_file()]
+    files = {name: data_file(cfg.data, name, c.split) for name in ("corpus", "queries", "qrels")}
+    missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
         print(
-            f"scifact: data not found: {', '.join(missing)}\n  pass --data DIR (see bench/data/scifact/README.md)",
+            f"{c.results}: data not found: {', '.join(missing)}\n  pass --data DIR (see {c.default_data}/README.md)",
             file=sys.stderr,
         )
         return 2
@@ -646,19 +734,21 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     git = git_info()
     try:
-        corpus = load_corpus(data_file(cfg.data, "corpus"))
-        queries = load_queries(data_file(cfg.data, "queries"))
-        qrels = load_qrels(data_file(cfg.data, "qrels"))
+        corpus = load_corpus(files["corpus"])
+        queries = load_queries(files["queries"])
+        qrels = load_qrels(files["qrels"])
         full = {"documents": len(corpus), "queries": len(queries), "judgements": sum(len(j) for j in qrels.values())}
-        if cfg.data == (REPO_ROOT / DEFAULT_DATA).resolve():
-            verdict = "as expected" if full == EXPECTED else f"UNEXPECTED (committed data: {EXPECTED})"
-            print(f"SciFact files: {full}: {verdict}", flush=True)
+        if c.expected is not None and cfg.data == (REPO_ROOT / c.default_data).resolve():
+            verdict = "as expected" if full == c.expected else f"UNEXPECTED (committed data: {c.expected})"
+            print(f"{c.title} files: {full}: {verdict}", flush=True)
         selection = select(corpus, queries, qrels, cfg.queries, cfg.docs)
         if not selection.queries:
-            raise BenchError("no judged claims to ask")
-        print(f"Run: {len(selection.documents)} abstracts, {len(selection.queries)} claims", flush=True)
+            raise BenchError(f"no judged {c.query_word}s to ask")
+        print(
+            f"Run: {len(selection.documents)} {c.document_word}s, {len(selection.queries)} {c.query_word}s", flush=True
+        )
 
-        print("BM25 baselines (bm25s) over the same abstracts …", flush=True)
+        print(f"BM25 baselines (bm25s) over the same {c.document_word}s …", flush=True)
         # Stemmed, as Mnemo's full-text index is: the floor its lexical leg is held to. Without the
         # stemmer (bm25s's default tokenizing) for reference: the issue's "plain BM25" figure.
         baselines = {
@@ -678,15 +768,16 @@ def main(argv: list[str] | None = None) -> int:
         report["machine"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
 
         cfg.out.mkdir(parents=True, exist_ok=True)
-        (cfg.out / "scifact.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        plot(report, cfg.out / "scifact.png")
+        results, picture = cfg.out / f"{c.results}.json", cfg.out / f"{c.results}.png"
+        results.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        plot(report, picture)
         print_report(report)
-        print(f"results: {cfg.out / 'scifact.json'}, {cfg.out / 'scifact.png'}")
+        print(f"results: {results}, {picture}")
     except BenchError as exc:
-        print(f"scifact: {exc}", file=sys.stderr)
+        print(f"{c.results}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("scifact: interrupted", file=sys.stderr)
+        print(f"{c.results}: interrupted", file=sys.stderr)
         return 130
     return 0
 

@@ -461,7 +461,8 @@ def build_parser() -> Parser:
     bench = sub.add_parser("bench", help="run a benchmark from the source checkout")
     # The modules of the checkout's bench/ package; no proto enum lists them.
     bench.add_argument(
-        "benchmark", choices=["locomo", "scifact", "latency", "harvest", "guard", "auth", "scale", "consolidation"]
+        "benchmark",
+        choices=["locomo", "scifact", "agent_notes", "latency", "harvest", "guard", "auth", "scale", "consolidation"],
     )
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=running.cmd_bench)
