@@ -504,8 +504,8 @@ def build_report(
         verdicts["lexical_ndcg@10_at_least_bm25"] = modes["lexical"]["ndcg@10"] >= bm25["bm25"]["ndcg@10"]
     if "hybrid" in modes:
         if c.target_hybrid_ndcg10 is not None:
-            target = c.target_hybrid_ndcg10
-            verdicts[f"hybrid_ndcg@10_at_least_{target:.2f}"] = modes["hybrid"]["ndcg@10"] >= target
+            floor = c.target_hybrid_ndcg10
+            verdicts[f"hybrid_ndcg@10_at_least_{floor:.2f}"] = modes["hybrid"]["ndcg@10"] >= floor
         legs = [modes[m]["ndcg@10"] for m in ("lexical", "semantic") if m in modes]
         if len(legs) == 2:
             verdicts["hybrid_ndcg@10_above_both_legs"] = modes["hybrid"]["ndcg@10"] > max(legs)
