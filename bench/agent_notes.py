@@ -20,6 +20,7 @@ AGENT_NOTES = Collection(
     results="agent_notes",
     document_word="note",
     query_word="question",
+    expected={"documents": 200, "queries": 100, "judgements": 134},
 )
 
 

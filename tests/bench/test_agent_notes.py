@@ -37,6 +37,12 @@ def test_the_committed_collection_loads_whole_and_judges_what_it_holds() -> None
     queries = load_queries(data_file(DATA, "queries", AGENT_NOTES.split))
     qrels = load_qrels(data_file(DATA, "qrels", AGENT_NOTES.split))
     assert (len(corpus), len(queries)) == (200, 100)
+    # The counts a run checks its data against (as SciFact's are).
+    assert AGENT_NOTES.expected == {
+        "documents": len(corpus),
+        "queries": len(queries),
+        "judgements": sum(len(judged) for judged in qrels.values()),
+    }
     # select() refuses judgements of documents the corpus lacks; every question is judged.
     selection = select(corpus, queries, qrels, None, None)
     assert len(selection.queries) == 100 and len(selection.documents) == 200
