@@ -98,11 +98,13 @@ async def embed_queued(pool: asyncpg.Pool, embedder: Embedder, count: int) -> li
 
 
 async def insert_note(
-    pool: asyncpg.Pool, text: str, tags: Sequence[str] = (), kind: str = "note"
+    pool: asyncpg.Pool, text: str, tags: Sequence[str] = (), kind: str = "note", more: Sequence[str] = ()
 ) -> tuple[uuid.UUID, list[int]]:
-    """A memory in `global` with one chunk, queued, as a write leaves it (through the store's own
-    functions, for tests below the services); its id and its chunks' ids."""
+    """A memory in `global` with one chunk (`text`), and one more for each of `more`, queued, as a
+    write leaves it (through the store's own functions, for tests below the services); its id and
+    its chunks' ids."""
     memory_id = uuid.uuid4()
+    content = "\n\n".join([text, *more])
     async with pool.acquire() as conn, conn.transaction():
         await db.insert_memories(
             conn,
@@ -112,8 +114,8 @@ async def insert_note(
                     workspace_id=GLOBAL_WORKSPACE,
                     kind=kind,
                     title="Note",
-                    content=text,
-                    content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                    content=content,
+                    content_hash=hashlib.sha256(content.encode()).hexdigest(),
                     tags=list(tags),
                     metadata={},
                     source_uri=None,
@@ -125,12 +127,50 @@ async def insert_note(
                     valid_to=None,
                     suspicious=(),
                     trust=1.0,
-                    chunks=[db.ChunkRow(0, "Note", text, "")],
+                    chunks=[db.ChunkRow(i, "Note", piece, "") for i, piece in enumerate([text, *more])],
                 )
             ],
         )
         rows = await conn.fetch("SELECT id FROM chunks WHERE memory_id = $1 ORDER BY id", memory_id)
     return memory_id, [r["id"] for r in rows]
+
+
+# What the BM25 statistics must be, recounted from scratch from the chunks in the search indexes:
+# per term its chunks and its memories, the postings, per workspace its chunks, their length and
+# its memories.
+_LEXICAL_RECOUNT = """
+WITH counts AS (
+    SELECT c.id AS chunk_id, c.memory_id, c.workspace_id, m.kind, l.lexeme, l.tf, l.len
+    FROM chunks c JOIN memories m ON m.id = c.memory_id, lexical_counts(c.tsv) l WHERE c.indexed
+)
+SELECT
+    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || kind || ' ' || lexeme, jsonb_build_array(n, d)), '{}')
+     FROM (SELECT workspace_id, kind, lexeme, count(*) AS n, count(DISTINCT memory_id) AS d
+           FROM counts GROUP BY 1, 2, 3) x) AS terms,
+    (SELECT count(*) FROM counts) AS postings,
+    (SELECT coalesce(sum(hashtext(chunk_id || ' ' || lexeme || ' ' || tf || ' ' || len)), 0) FROM counts) AS digest,
+    (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(n, total, d)), '{}')
+     FROM (SELECT workspace_id, count(*) AS n, sum(len) AS total, count(DISTINCT memory_id) AS d
+           FROM (SELECT DISTINCT chunk_id, memory_id, workspace_id, len FROM counts) x GROUP BY 1) s) AS sizes
+"""
+
+# The same figures read from the maintained tables (a term whose df fell to 0 must be gone).
+_LEXICAL_MAINTAINED = """
+SELECT
+    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || kind || ' ' || lexeme, jsonb_build_array(df, mdf)), '{}')
+     FROM lexical_terms) AS terms,
+    (SELECT count(*) FROM lexical_postings) AS postings,
+    (SELECT coalesce(sum(hashtext(p.chunk_id || ' ' || t.lexeme || ' ' || p.tf || ' ' || p.len)), 0)
+     FROM lexical_postings p JOIN lexical_terms t ON t.id = p.term_id) AS digest,
+    (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(chunks, length, memories)), '{}')
+     FROM lexical_sizes WHERE chunks > 0) AS sizes
+"""
+
+
+async def lexical_statistics(conn: asyncpg.Connection) -> tuple[dict, dict]:
+    """The BM25 statistics recounted from the indexed chunks, and as the poster keeps them: equal
+    once it has caught up."""
+    return dict(await conn.fetchrow(_LEXICAL_RECOUNT)), dict(await conn.fetchrow(_LEXICAL_MAINTAINED))
 
 
 async def start_stack(dsn: str, embedder: Embedder, **overrides: str) -> Stack:

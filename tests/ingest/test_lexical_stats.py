@@ -10,35 +10,7 @@ import asyncpg
 
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
-from tests.helpers import Clients, wait_posted
-
-# What the statistics must be, recounted from scratch from the chunks in the search indexes.
-_RECOUNT = """
-WITH counts AS (
-    SELECT c.id AS chunk_id, c.workspace_id, m.kind, l.lexeme, l.tf, l.len
-    FROM chunks c JOIN memories m ON m.id = c.memory_id, lexical_counts(c.tsv) l WHERE c.indexed
-)
-SELECT
-    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || kind || ' ' || lexeme, n), '{}')
-     FROM (SELECT workspace_id, kind, lexeme, count(*) AS n FROM counts GROUP BY 1, 2, 3) d) AS terms,
-    (SELECT count(*) FROM counts) AS postings,
-    (SELECT coalesce(sum(hashtext(chunk_id || ' ' || lexeme || ' ' || tf || ' ' || len)), 0) FROM counts) AS digest,
-    (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(n, total)), '{}')
-     FROM (SELECT workspace_id, count(*) AS n, sum(len) AS total
-           FROM (SELECT DISTINCT chunk_id, workspace_id, len FROM counts) x GROUP BY 1) s) AS sizes
-"""
-
-# The same figures read from the maintained tables (a term whose df fell to 0 must be gone).
-_MAINTAINED = """
-SELECT
-    (SELECT coalesce(jsonb_object_agg(workspace_id || ' ' || kind || ' ' || lexeme, df), '{}')
-     FROM lexical_terms) AS terms,
-    (SELECT count(*) FROM lexical_postings) AS postings,
-    (SELECT coalesce(sum(hashtext(p.chunk_id || ' ' || t.lexeme || ' ' || p.tf || ' ' || p.len)), 0)
-     FROM lexical_postings p JOIN lexical_terms t ON t.id = p.term_id) AS digest,
-    (SELECT coalesce(jsonb_object_agg(workspace_id, jsonb_build_array(chunks, length)), '{}')
-     FROM lexical_sizes WHERE chunks > 0) AS sizes
-"""
+from tests.helpers import Clients, lexical_statistics, wait_posted
 
 
 async def statistics(dsn: str) -> tuple[dict, dict]:
@@ -46,18 +18,20 @@ async def statistics(dsn: str) -> tuple[dict, dict]:
     await wait_posted(dsn)
     conn = await asyncpg.connect(dsn)
     try:
-        recount, maintained = await conn.fetchrow(_RECOUNT), await conn.fetchrow(_MAINTAINED)
+        return await lexical_statistics(conn)
     finally:
         await conn.close()
-    return dict(recount), dict(maintained)
 
 
-async def df(dsn: str, workspace: str, word: str, kind: str | None = None) -> int:
-    """The word's document frequency in the workspace: of one kind's notes, or of all (its terms summed)."""
+async def df(dsn: str, workspace: str, word: str, kind: str | None = None, memories: bool = False) -> int:
+    """The word's document frequency in the workspace: of one kind's notes, or of all (its terms
+    summed); in chunks (its postings), or with `memories` in memories (what the idf counts)."""
+    column = "mdf" if memories else "df"
     conn = await asyncpg.connect(dsn)
     try:
         found = await conn.fetchval(
-            "SELECT sum(df) FROM lexical_terms WHERE workspace_id = $1 AND lexeme = $2 AND kind = coalesce($3, kind)",
+            f"SELECT sum({column}) FROM lexical_terms "
+            "WHERE workspace_id = $1 AND lexeme = $2 AND kind = coalesce($3, kind)",
             workspace,
             word,
             kind,
@@ -65,6 +39,22 @@ async def df(dsn: str, workspace: str, word: str, kind: str | None = None) -> in
     finally:
         await conn.close()
     return found or 0
+
+
+async def sizes(dsn: str, workspace: str) -> tuple[int, int]:
+    """The workspace's chunks and memories in the statistics."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow("SELECT chunks, memories FROM lexical_sizes WHERE workspace_id = $1", workspace)
+    finally:
+        await conn.close()
+    return (row["chunks"], row["memories"]) if row else (0, 0)
+
+
+def long_note(word: str, parts: int) -> str:
+    """A note the hash embedder's window (256 words) cuts into `parts` chunks, `word` in each."""
+    steps = (" ".join(f"step{i}n{j}" for j in range(200)) for i in range(parts))
+    return "\n\n".join(f"Part {i} of the {word} log: {words}" for i, words in enumerate(steps))
 
 
 async def test_the_statistics_follow_every_change_of_what_is_indexed(hash_clients: Clients) -> None:
@@ -119,3 +109,50 @@ async def test_the_statistics_follow_every_change_of_what_is_indexed(hash_client
     recount, maintained = await statistics(dsn)
     assert maintained == recount
     assert await df(dsn, one, word) == 4
+
+
+async def test_a_long_note_is_one_document_of_its_words(hash_clients: Clients) -> None:
+    """The idf counts memories (sql/0023_memory_df.sql): a long note's chunks, each carrying its
+    title, are one document of the title's words, while the postings stay per chunk."""
+    dsn = hash_clients.stack.dsn
+    workspace = (await hash_clients.workspace()).id
+    word = f"wombat{uuid.uuid4().hex[:6]}"
+    long = await hash_clients.write(workspace, long_note(word, 3), title=f"The {word} journal")
+    await hash_clients.write(workspace, f"One {word} sighting.", title="short")
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    conn = await asyncpg.connect(dsn)
+    try:
+        chunks = await conn.fetchval("SELECT count(*) FROM chunks WHERE memory_id = $1 AND indexed", uuid.UUID(long.id))
+    finally:
+        await conn.close()
+    assert chunks == 3
+    # Positive control: the postings count the long note's three chunks; the idf counts it once.
+    assert await df(dsn, workspace, word) == 4
+    assert await df(dsn, workspace, word, memories=True) == 2
+    assert await sizes(dsn, workspace) == (4, 2)
+
+    # A new version, longer: one memory still, in the word's count and the workspace's.
+    await hash_clients.ingest.UpdateMemory(
+        ipb.UpdateMemoryRequest(workspace=workspace, id=long.id, content=long_note(word, 4))
+    )
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    assert await df(dsn, workspace, word) == 5 and await df(dsn, workspace, word, memories=True) == 2
+    assert await sizes(dsn, workspace) == (5, 2)
+
+    # A version without the word, title included: the note leaves the word's count, not the workspace's.
+    await hash_clients.ingest.UpdateMemory(
+        ipb.UpdateMemoryRequest(workspace=workspace, id=long.id, title="Plain", content=long_note("koala", 2))
+    )
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    assert await df(dsn, workspace, word) == 1 and await df(dsn, workspace, word, memories=True) == 1
+    assert await sizes(dsn, workspace) == (3, 2)
+
+    # Retracted, the long note leaves the workspace's count too.
+    await hash_clients.ingest.RetractMemory(ipb.RetractMemoryRequest(workspace=workspace, id=long.id, reason="x"))
+    recount, maintained = await statistics(dsn)
+    assert maintained == recount
+    assert await sizes(dsn, workspace) == (1, 1)
+    assert await df(dsn, workspace, word, memories=True) == 1

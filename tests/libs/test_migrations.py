@@ -22,7 +22,7 @@ from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, load
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from mnemo_store.migrations import Migration
 from mnemo_store.settings import DatabaseSettings
-from tests.helpers import Clients, Postgres, embed_queued, ids, insert_note, start_stack
+from tests.helpers import Clients, Postgres, embed_queued, ids, insert_note, lexical_statistics, start_stack
 
 
 def _ts(value: datetime) -> timestamp_pb2.Timestamp:
@@ -446,3 +446,82 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
     finally:
         await clients.close()
         await stack.stop()
+
+
+_TERM_COUNTS = "SELECT lexeme, df, mdf FROM lexical_terms"
+_SIZES = "SELECT chunks, memories FROM lexical_sizes WHERE workspace_id = $1"
+
+
+async def test_the_memory_df_migration_counts_each_word_s_memories(postgres: Postgres) -> None:
+    dsn, _, migrations, upto = await _migrated_up_to(postgres, "0023_memory_df.sql")
+    pool = await open_pool(dsn)
+    try:
+        # Three chunks of one note (its title, "Note", in each) and one of another.
+        await insert_note(pool, "The ferry leaves at noon.", more=["The ferry is late.", "Buses run all night."])
+        await insert_note(pool, "A ferry sank.")
+        assert await pool.fetchval("SELECT lexical_post(1000)") == 4
+        # Positive control: before, a word's document frequency counts chunks.
+        assert await pool.fetchval("SELECT df FROM lexical_terms WHERE lexeme = 'ferri'") == 3
+
+        async with pool.acquire() as conn:
+            assert await apply_migrations(conn, migrations[: upto + 1]) == ["0023_memory_df.sql"]
+        counts = {r["lexeme"]: (r["df"], r["mdf"]) for r in await pool.fetch(_TERM_COUNTS)}
+        assert counts["ferri"] == (3, 2) and counts["note"] == (4, 2) and counts["night"] == (1, 1)
+        sizes = await pool.fetchrow(_SIZES, GLOBAL_WORKSPACE)
+        assert tuple(sizes) == (4, 2)
+        async with pool.acquire() as conn:
+            recount, maintained = await lexical_statistics(conn)
+        assert maintained == recount
+    finally:
+        await pool.close()
+
+
+async def test_a_memory_counts_once_for_a_word_whichever_passes_post_its_chunks(postgres: Postgres) -> None:
+    """The poster counts a memory for a word while any of its posted chunks holds it, when its
+    chunks enter and leave one pass at a time (a small batch, or a version's chunks entering
+    before the last one's leave)."""
+    dsn, _, migrations, upto = await _migrated_up_to(postgres, "0023_memory_df.sql")
+    pool = await open_pool(dsn)
+    try:
+        async with pool.acquire() as conn:
+            await apply_migrations(conn, migrations)
+
+        async def one_at_a_time() -> dict[str, tuple[int, int]]:
+            """Posts the queue one chunk a pass; the statistics then equal a recount. Each word's
+            (chunks, memories)."""
+            while await pool.fetchval("SELECT lexical_post(1)"):
+                pass
+            async with pool.acquire() as conn:
+                recount, maintained = await lexical_statistics(conn)
+            assert maintained == recount
+            return {r["lexeme"]: (r["df"], r["mdf"]) for r in await pool.fetch(_TERM_COUNTS)}
+
+        _, (first, second, third) = await insert_note(
+            pool, "The ferry leaves at noon.", more=["The ferry is late.", "Buses run all night."]
+        )
+        await insert_note(pool, "A ferry sank.")
+        assert (await one_at_a_time())["ferri"] == (3, 2)
+
+        async def indexed(chunk: int, flag: bool) -> None:
+            await pool.execute("UPDATE chunks SET indexed = $2 WHERE id = $1", chunk, flag)
+
+        # One chunk holding the word leaves: the note still holds it in the other.
+        await indexed(first, False)
+        assert (await one_at_a_time())["ferri"] == (2, 2)
+        # The other leaves too: the note no longer counts for the word, still for the workspace.
+        await indexed(second, False)
+        counts = await one_at_a_time()
+        assert counts["ferri"] == (1, 1) and counts["night"] == (1, 1)
+        assert (await pool.fetchrow(_SIZES, GLOBAL_WORKSPACE))["memories"] == 2
+        # A chunk entering beside one already posted (another pass's): counted once.
+        await indexed(first, True)
+        await indexed(second, True)
+        assert (await one_at_a_time())["ferri"] == (3, 2)
+        # Every chunk of the note gone: it leaves the workspace's count.
+        for chunk in (first, second, third):
+            await indexed(chunk, False)
+        counts = await one_at_a_time()
+        assert counts["ferri"] == (1, 1) and "night" not in counts
+        assert (await pool.fetchrow(_SIZES, GLOBAL_WORKSPACE))["memories"] == 1
+    finally:
+        await pool.close()

@@ -77,6 +77,32 @@ async def test_another_workspace_does_not_move_a_workspace_s_scores(hash_clients
     assert await score() < before
 
 
+async def test_a_long_note_s_chunks_count_once_in_a_word_s_rarity(hash_clients: Clients) -> None:
+    """The idf counts memories, not chunks (sql/0023_memory_df.sql)."""
+    ws = (await hash_clients.workspace()).id
+    titled, spread = word(), word()
+    # One long note whose title names `titled`: the hash embedder's window cuts it into six
+    # chunks, each carrying the title. Four short notes hold `spread`, one `titled`.
+    body = "\n\n".join(" ".join(f"entry{i}n{j}" for j in range(200)) for i in range(6))
+    await hash_clients.write(ws, body, title=f"The {titled} journal")
+    once = (await hash_clients.write(ws, f"The {titled} was seen at dawn.")).id
+    spread_ids = [(await hash_clients.write(ws, f"The {spread} was seen at dawn, {i}.")).id for i in range(4)]
+    await wait_posted(hash_clients.stack.dsn)
+    conn = await asyncpg.connect(hash_clients.stack.dsn)
+    try:
+        postings = await conn.fetchval(
+            "SELECT sum(df) FROM lexical_terms WHERE workspace_id = $1 AND lexeme = $2", ws, titled
+        )
+    finally:
+        await conn.close()
+    # Positive control: counted in chunks, `titled` is the commoner word (7 postings against 4).
+    assert postings == 7
+    # In memories it is the rarer (2 against 4): the note holding it outranks those holding `spread`.
+    found = await lexical(hash_clients, ws, f"{titled} {spread} dawn")
+    assert once in found and set(spread_ids) <= set(found), found
+    assert found.index(once) < min(found.index(i) for i in spread_ids), found
+
+
 async def test_a_note_is_found_before_its_postings_and_leaves_before_they_do(hash_clients: Clients) -> None:
     dsn = hash_clients.stack.dsn
     ws = (await hash_clients.workspace()).id

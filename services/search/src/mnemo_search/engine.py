@@ -139,31 +139,33 @@ def _statistics(scope: Scope, params: Params, words: str) -> str:
     A term is a lexeme in one workspace and one kind (sql/0019_lexical_kinds.sql). idf is per
     workspace, over every kind, summed over the workspaces the read reaches (a workspace and
     `global`): another workspace's vocabulary never weighs in, and a kind filter narrows what is
-    read, never how it scores. A lexeme no indexed chunk holds has df 0.
+    read, never how it scores. A lexeme no indexed chunk holds has df 0. The idf counts memories
+    (a term's `mdf` among the workspaces' `memories`, sql/0023_memory_df.sql): a long note's
+    chunks are one document; `df` and `n`, in chunks, size what a statement reads.
     """
     kept = f"t.kind = ANY({params.bind(list(scope.kinds))}::text[])" if scope.kinds else "true"
     return f"""
         q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', {params.bind(words)}))),
         every AS (
-            SELECT t.id, t.workspace_id, t.kind, t.lexeme, t.df, {kept} AS kept
+            SELECT t.id, t.workspace_id, t.kind, t.lexeme, t.df, t.mdf, {kept} AS kept
             FROM lexical_terms t JOIN q USING (lexeme)
             WHERE t.df > 0 AND {workspace_clause(scope.reach, params, "t.workspace_id")}
         ),
         terms AS (SELECT id, workspace_id, kind, lexeme, df FROM every WHERE kept),
         s AS (
-            SELECT n, {BM25_K1 * (1 - BM25_B)!r}::float8 AS base, {BM25_K1 * BM25_B!r}::float8 / avglen AS slope
+            SELECT n, docs, {BM25_K1 * (1 - BM25_B)!r}::float8 AS base, {BM25_K1 * BM25_B!r}::float8 / avglen AS slope
             FROM (
-                SELECT coalesce(sum(chunks), 0)::float8 AS n,
+                SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(memories), 0)::float8 AS docs,
                        greatest(coalesce(sum(length), 0)::float8 / greatest(coalesce(sum(chunks), 0), 1), 1) AS avglen
                 FROM lexical_sizes WHERE {workspace_clause(scope.reach, params, "workspace_id")}
             ) x
         ),
         w AS (
             SELECT q.lexeme, coalesce(d.df, 0) AS df,
-                   -- ln(1 + (N - df + 0.5) / (df + 0.5)), which is this; N never below df
-                   ln((greatest(s.n, coalesce(d.every, 0)) + 1) / (coalesce(d.every, 0) + 0.5)) AS idf
+                   -- ln(1 + (N - df + 0.5) / (df + 0.5)), which is this, in memories; N never below df
+                   ln((greatest(s.docs, coalesce(d.every, 0)) + 1) / (coalesce(d.every, 0) + 0.5)) AS idf
             FROM q LEFT JOIN (
-                SELECT lexeme, sum(df) FILTER (WHERE kept) AS df, sum(df) AS every FROM every GROUP BY lexeme
+                SELECT lexeme, sum(df) FILTER (WHERE kept) AS df, sum(mdf) AS every FROM every GROUP BY lexeme
             ) d USING (lexeme), s
         )"""
 
