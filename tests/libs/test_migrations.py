@@ -480,7 +480,7 @@ async def test_a_memory_counts_once_for_a_word_whichever_passes_post_its_chunks(
     """The poster counts a memory for a word while any of its posted chunks holds it, when its
     chunks enter and leave one pass at a time (a small batch, or a version's chunks entering
     before the last one's leave)."""
-    dsn, _, migrations, upto = await _migrated_up_to(postgres, "0023_memory_df.sql")
+    dsn, _, migrations, _ = await _migrated_up_to(postgres, "0023_memory_df.sql")
     pool = await open_pool(dsn)
     try:
         async with pool.acquire() as conn:
