@@ -135,6 +135,12 @@ async def insert_note(
     return memory_id, [r["id"] for r in rows]
 
 
+def long_note(word: str, parts: int) -> str:
+    """A note the hash embedder's window (256 words) cuts into `parts` chunks, `word` in each."""
+    steps = (" ".join(f"step{i}n{j}" for j in range(200)) for i in range(parts))
+    return "\n\n".join(f"Part {i} of the {word} log: {words}" for i, words in enumerate(steps))
+
+
 # What the BM25 statistics must be, recounted from scratch from the chunks in the search indexes:
 # per term its chunks and its memories, the postings, per workspace its chunks, their length and
 # its memories.

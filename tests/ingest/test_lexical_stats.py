@@ -10,7 +10,7 @@ import asyncpg
 
 from mnemo.common.v1 import common_pb2
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
-from tests.helpers import Clients, lexical_statistics, wait_posted
+from tests.helpers import Clients, lexical_statistics, long_note, wait_posted
 
 
 async def statistics(dsn: str) -> tuple[dict, dict]:
@@ -49,12 +49,6 @@ async def sizes(dsn: str, workspace: str) -> tuple[int, int]:
     finally:
         await conn.close()
     return (row["chunks"], row["memories"]) if row else (0, 0)
-
-
-def long_note(word: str, parts: int) -> str:
-    """A note the hash embedder's window (256 words) cuts into `parts` chunks, `word` in each."""
-    steps = (" ".join(f"step{i}n{j}" for j in range(200)) for i in range(parts))
-    return "\n\n".join(f"Part {i} of the {word} log: {words}" for i, words in enumerate(steps))
 
 
 async def test_the_statistics_follow_every_change_of_what_is_indexed(hash_clients: Clients) -> None:

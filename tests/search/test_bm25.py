@@ -18,7 +18,7 @@ from mnemo.search.v1 import search_service_pb2 as spb
 from mnemo_embed import HashEmbedder
 from mnemo_search import engine
 from mnemo_store import Scope
-from tests.helpers import Clients, Postgres, ids, start_stack, wait_posted
+from tests.helpers import Clients, Postgres, ids, long_note, start_stack, wait_posted
 
 # The poster's transaction lock (sql/0008_lexical_postings.sql, lexical_post): a session holding
 # it keeps every poster out, so the test decides what is posted when.
@@ -81,11 +81,10 @@ async def test_a_long_note_s_chunks_count_once_in_a_word_s_rarity(hash_clients: 
     """The idf counts memories, not chunks (sql/0023_memory_df.sql)."""
     ws = (await hash_clients.workspace()).id
     titled, spread = word(), word()
-    # One long note whose title names `titled`: the hash embedder's window cuts it into six
-    # chunks, each carrying the title. Four short notes hold `spread`, one `titled`.
-    body = "\n\n".join(" ".join(f"entry{i}n{j}" for j in range(200)) for i in range(6))
-    await hash_clients.write(ws, body, title=f"The {titled} journal")
-    once = (await hash_clients.write(ws, f"The {titled} was seen at dawn.")).id
+    # One long note that names `titled` in its title and each of its six chunks (the hash
+    # embedder's window cuts it). Four short notes hold `spread`, one as long `titled`.
+    await hash_clients.write(ws, long_note(titled, 6), title=f"The {titled} journal")
+    once = (await hash_clients.write(ws, f"The {titled} was seen at dawn, 9.")).id
     spread_ids = [(await hash_clients.write(ws, f"The {spread} was seen at dawn, {i}.")).id for i in range(4)]
     await wait_posted(hash_clients.stack.dsn)
     conn = await asyncpg.connect(hash_clients.stack.dsn)

@@ -1,5 +1,5 @@
 -- Inverse document frequency counted in memories, not chunks (docs/lexical-bm25.md, "Document
--- frequency per memory"). BM25's document is what a user wrote: a long note is cut into chunks,
+-- frequency in memories"). BM25's document is what a user wrote: a long note is cut into chunks,
 -- each carrying the note's title, so counted per chunk a word of one long note's title, or one a
 -- harvested transcript repeats throughout, looked as common as a word of that many notes. A
 -- chunk is still the unit scored (its tf and length) and the postings are still per chunk; a
