@@ -171,15 +171,16 @@ def check(response: Any, what: str) -> dict[str, Any]:
 
 async def wait_embedded(client: Any, workspace: str = "", every_s: float = 5.0) -> dict[str, Any]:
     """Polls `GET /api/v1/status` (of every workspace, or of one) until no chunk waits for its
-    vector or for the lexical statistics; the last status. Fails when a chunk failed or nothing
-    was embedded at all."""
+    vector or for the lexical statistics, and no vector for the HNSW graph; the last status. Fails
+    when a chunk failed or nothing was embedded at all."""
     params = {"workspace": workspace} if workspace else None
     last_print = time.perf_counter()
     while True:
         status = check(await client.get("/api/v1/status", params=params), "status")
         pending, embedded, failed = (int(status[k]) for k in ("chunks_pending", "chunks_embedded", "chunks_failed"))
         # The lexical statistics too: a benchmark ranks with the statistics of the whole corpus.
-        if pending == 0 and int(status.get("lexical_pending", 0)) == 0:
+        # And the graph: a benchmark measures searches on a settled index.
+        if pending == 0 and int(status.get("lexical_pending", 0)) == 0 and int(status.get("graph_pending", 0)) == 0:
             break
         if time.perf_counter() - last_print > every_s:
             print(f"  … {embedded} chunks embedded, {pending} pending", flush=True)

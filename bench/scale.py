@@ -502,7 +502,8 @@ async def fill_copies(pool: Any, base: Any, model: str, seed: int, noise: float,
         ids = [int(r["id"]) for r in rows]
         vectors, main = copied_vectors(rng, base, len(ids), noise, parents)
         cosine_sum += float((vectors * base[main]).sum())
-        done = await embed_queue.store_vectors(pool, list(zip(ids, vectors, strict=True)), model)
+        # In the graph as stored: the index is built in one go after the fill (grow).
+        done = await embed_queue.store_vectors(pool, list(zip(ids, vectors, strict=True)), model, graphed=True)
         if done.held:
             raise BenchError(f"{len(done.held)} queue rows were held by a writer during the fill")
         filled += done.stored

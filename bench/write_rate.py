@@ -229,21 +229,26 @@ def single_writes(client: httpx.Client, base: str, workspace: str, count: int) -
 
 
 def wait_drained(client: httpx.Client, base: str, timeout: float = 1800) -> None:
+    """Until no chunk waits for its vector and no vector for the HNSW graph."""
     deadline = time.perf_counter() + timeout
-    while client.get(f"{base}/api/v1/status").json()["chunks_pending"]:
+    while True:
+        status = client.get(f"{base}/api/v1/status").json()
+        if not status["chunks_pending"] and not status["graph_pending"]:
+            return
         if time.perf_counter() > deadline:
             raise RuntimeError("the embedding backlog did not drain")
         time.sleep(0.2)
 
 
 class BacklogWatch:
-    """Polls the status every `every` seconds in a thread: (seconds since start, chunks pending).
+    """Polls the status every `every` seconds in a thread: (seconds since start, chunks pending,
+    vectors waiting for the HNSW graph).
     Only to learn when the backlog has drained: each poll counts the queue on the cores the model
     runs on, and when each note was embedded is read from its vector afterwards (embedded_times)."""
 
     def __init__(self, base: str, every: float = 2.0) -> None:
         self.base, self.every = base, every
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[tuple[float, int, int]] = []
         self.started = time.perf_counter()
         self.started_at = time.time()  # the same moment on the clock PostgreSQL's now() reads
         self._stop = threading.Event()
@@ -253,18 +258,21 @@ class BacklogWatch:
     def _run(self) -> None:
         with httpx.Client(timeout=30) as client:
             while not self._stop.is_set():
-                pending = client.get(f"{self.base}/api/v1/status").json()["chunks_pending"]
-                self.samples.append((time.perf_counter() - self.started, pending))
+                status = client.get(f"{self.base}/api/v1/status").json()
+                self.samples.append(
+                    (time.perf_counter() - self.started, status["chunks_pending"], status["graph_pending"])
+                )
                 self._stop.wait(self.every)
 
-    def drained_at(self, after: float, timeout: float = 1800) -> float:
+    def drained_at(self, after: float, graphed: bool = False, timeout: float = 1800) -> float:
         """The time of the first sample after `after` (seconds since the start) that finds no chunk
-        pending: when the backlog drained, to within one interval. Only this thread polls meanwhile:
-        each poll counts the queue on the cores the model runs on."""
+        pending (and with `graphed`, no vector waiting for the graph either): when the backlog
+        drained, to within one interval. Only this thread polls meanwhile: each poll counts the
+        queue on the cores the model runs on."""
         deadline = time.perf_counter() + timeout
         while time.perf_counter() < deadline:
-            for at, pending in list(self.samples):
-                if at > after and pending == 0:
+            for at, pending, ungraphed in list(self.samples):
+                if at > after and pending == 0 and not (graphed and ungraphed):
                     return at
             self._stop.wait(0.05)
         raise RuntimeError("the embedding backlog did not drain")
@@ -319,8 +327,19 @@ def batch_import(
     wall = commits[-1][0] - began
     checked = [visible for _, _, visible in sent if visible is not None]
     drained_s = watch.drained_at(commits[-1][0])
-    watch.stop()
     at_drained = ledger.read()
+    # Found by meaning once drained, before the grapher has let its vector into the graph: the
+    # last note, asked for in its own words.
+    with httpx.Client(timeout=120) as client:
+        found = client.post(
+            f"{base}/api/v1/search",
+            json={"workspace": workspace, "query": texts[-1], "mode": "semantic", "limit": 1},
+        ).json()["results"]
+    semantic_at_drain = bool(found) and found[0].get("title") == title_of(len(texts) - 1)
+    waiting_at_drain = next(ungraphed for at, _, ungraphed in watch.samples if at == drained_s)
+    graphed_s = watch.drained_at(drained_s, graphed=True)
+    watch.stop()
+    at_graphed = ledger.read()
     return {
         "notes": len(texts),
         "batch": batch,
@@ -330,6 +349,9 @@ def batch_import(
         "import_wall_s": commits[-1][0],
         "started_at": watch.started_at,
         "drained_polled_s": drained_s,
+        "graph_waiting_at_drain": waiting_at_drain,
+        "semantically_found_at_drain": semantic_at_drain,
+        "graphed_polled_s": graphed_s,
         "lexical_checks": len(checked),
         "lexically_visible_at_commit": sum(checked),
         "commits": commits,
@@ -337,6 +359,7 @@ def batch_import(
         "cpu_core_s": {
             "import": CpuLedger.spent(at_start, at_commit),
             "drain": CpuLedger.spent(at_commit, at_drained),
+            "graph": CpuLedger.spent(at_drained, at_graphed),
         },
     }
 
@@ -396,7 +419,8 @@ def cpu_account(
     worker's claims and stores). `work_floor_vs_raw_time`: how long the raw model's CPU time plus
     that work would take on every core with none idle, against the raw model's time; the drain
     cannot beat it without doing less work."""
-    total = {part: round(sum(phase[part] for phase in spent.values()), 2) for part in CpuLedger.PARTS}
+    # The drain's: the grapher's work after it (the `graph` phase) is kept beside, not added.
+    total = {part: round(sum(spent[phase][part] for phase in ("import", "drain")), 2) for part in CpuLedger.PARTS}
     beside = total["server"] + total["postgres"] + total["client"]
     return {
         "core_s": {**spent, "total": total},
@@ -570,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
             "drained_s": imported["drained_s"],
             "raw_model_s_for_all": raw_time,
             "drained_vs_raw_time": imported["drained_s"] / raw_time,
+            "found_by_meaning_at_drain": imported["semantically_found_at_drain"],
+            "graph_waiting_at_drain": imported["graph_waiting_at_drain"],
+            "graphed_polled_s": imported["graphed_polled_s"],
             "model_cpu_per_note_vs_raw": cpu["model_cpu_per_note_vs_raw"],
             "work_beside_model_core_s": cpu["work_beside_model_core_s"],
             "work_floor_vs_raw_time": cpu["work_floor_vs_raw_time"],

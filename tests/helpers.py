@@ -27,9 +27,9 @@ from mnemo.ingest.v1 import ingest_service_pb2 as ingest_pb
 from mnemo.ingest.v1 import ingest_service_pb2_grpc as ingest_grpc
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo.search.v1 import search_service_pb2_grpc as search_grpc
-from mnemo_embed import Embedder
+from mnemo_embed import Embedder, HashEmbedder
 from mnemo_server.stack import Stack, StackConfig
-from mnemo_store import GLOBAL_WORKSPACE, embed_queue, open_pool, prepare_database
+from mnemo_store import GLOBAL_WORKSPACE, embed_queue, open_pool, prepare_database, vector_graph
 from mnemo_store import memories as db
 from mnemo_store.settings import DatabaseSettings
 
@@ -87,13 +87,19 @@ async def migrated_pool(postgres: Postgres, embedder: Embedder) -> asyncpg.Pool:
     return await open_pool(dsn)
 
 
-async def embed_queued(pool: asyncpg.Pool, embedder: Embedder, count: int) -> list[tuple[int, np.ndarray]]:
+async def embed_queued(
+    pool: asyncpg.Pool, embedder: Embedder, count: int, graph: bool = True
+) -> list[tuple[int, np.ndarray]]:
     """Claims, embeds and stores the `count` queued chunks with the worker's own functions:
-    (chunk id, vector) each."""
+    (chunk id, vector) each. With `graph`, lets every waiting vector into the HNSW graph after, as
+    the grapher does once the model is idle (mnemo_ingest.graphing)."""
     claimed = await embed_queue.claim(pool, count, 300)
     vectors = await embedder.embed([r["text"] for r in claimed])
     pairs = [(r["id"], v) for r, v in zip(claimed, vectors, strict=True)]
     assert (await embed_queue.store_vectors(pool, pairs, embedder.model)).stored == count
+    if graph:
+        while await vector_graph.graph(pool, 10_000):
+            pass
     return pairs
 
 
@@ -185,6 +191,33 @@ async def start_stack(dsn: str, embedder: Embedder, **overrides: str) -> Stack:
     await stack.start()
     await stack.after_start()
     return stack
+
+
+class GatedEmbedder(HashEmbedder):
+    """The hash embedder, ready when the test says and holding each batch until it opens the gate
+    (a slow model's stand-in)."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.loaded = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.entered: list[int] = []
+        """entered holds the size of each batch handed to the embedder, in order."""
+
+    async def wait_ready(self) -> None:
+        await self.loaded.wait()
+        await super().wait_ready()
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        self.entered.append(len(texts))
+        self.started.set()
+        await self.gate.wait()
+        return await super().embed(texts)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        # Never held: the bundled model runs a query in its own session, beside the batches.
+        return (await super().embed([text]))[0]
 
 
 class Clients:

@@ -17,7 +17,7 @@ from mnemo_embed import HashEmbedder, OpenAIEmbedder
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_store import embed_queue, open_pool
-from tests.helpers import Clients, Postgres, eventually, ids, start_stack
+from tests.helpers import Clients, GatedEmbedder, Postgres, eventually, ids, start_stack
 
 
 async def test_a_write_is_embedded_promptly_after_notify(hash_clients: Clients) -> None:
@@ -155,29 +155,6 @@ async def test_with_the_embedder_down_hybrid_answers_from_lexical_and_says_so(po
     finally:
         await clients.close()
         await stack.stop()
-
-
-class GatedEmbedder(HashEmbedder):
-    """The hash embedder, ready when the test says and holding each batch until it opens the gate
-    (a slow model's stand-in)."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.loaded = asyncio.Event()
-        self.gate = asyncio.Event()
-        self.started = asyncio.Event()
-        self.entered: list[int] = []
-        """entered holds the size of each batch handed to the embedder, in order."""
-
-    async def wait_ready(self) -> None:
-        await self.loaded.wait()
-        await super().wait_ready()
-
-    async def embed(self, texts: list[str]) -> list[np.ndarray]:
-        self.entered.append(len(texts))
-        self.started.set()
-        await self.gate.wait()
-        return await super().embed(texts)
 
 
 async def test_inference_holds_no_lock_and_the_next_batch_is_claimed_and_tokenised_meanwhile(

@@ -167,7 +167,7 @@ async def _change_while_a_worker_stores(
         await stored.start()
         await worker.execute("DELETE FROM embed_queue WHERE chunk_id = $1", chunk_id)
         # The worker's own statement (embed_queue.store_vectors runs it after dequeuing).
-        await worker.execute(embed_queue._STORE, [chunk_id], [Vector(vector)], model)
+        await worker.execute(embed_queue._STORE, [chunk_id], [Vector(vector)], model, False)
 
         async def run_change() -> None:
             async with pool.acquire() as conn, conn.transaction():

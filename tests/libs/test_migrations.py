@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from google.protobuf import timestamp_pb2
+from pgvector import Vector
 from pgvector.asyncpg import register_vector
 
 from mnemo.common.v1 import common_pb2
@@ -18,11 +19,11 @@ from mnemo_embed import HashEmbedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest import IngestApp
 from mnemo_ingest.settings import IngestSettings
-from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, load_migrations, open_pool
+from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, embed_queue, load_migrations, open_pool
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from mnemo_store.migrations import Migration
 from mnemo_store.settings import DatabaseSettings
-from tests.helpers import Clients, Postgres, embed_queued, ids, insert_note, lexical_statistics, start_stack
+from tests.helpers import Clients, Postgres, embed_queued, eventually, ids, insert_note, lexical_statistics, start_stack
 
 
 def _ts(value: datetime) -> timestamp_pb2.Timestamp:
@@ -295,7 +296,7 @@ async def test_the_queue_and_vectors_migration_carries_over_every_chunk_its_vect
             hnsw = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'")
         finally:
             await conn.close()
-        assert "hnsw" in hnsw and hnsw.endswith("WHERE indexed")
+        assert "hnsw" in hnsw and hnsw.endswith("WHERE (indexed AND graphed)")
         semantic = await clients.find("old", "ferry pier wombat", mode="semantic")
         assert str(edited) in ids(semantic)
         assert str(superseded) not in ids(semantic) and str(deleted) not in ids(semantic)
@@ -349,10 +350,42 @@ async def _migrated_up_to(postgres: Postgres, name: str) -> tuple[str, HashEmbed
     conn = await asyncpg.connect(dsn)
     try:
         await apply_migrations(conn, migrations[:upto])
-        await ensure_embedding_space(conn, embedder.model, embedder.dimension)
+        if name > "0024_vector_graph.sql":
+            await ensure_embedding_space(conn, embedder.model, embedder.dimension)
+        else:
+            # What ensure_embedding_space did before 0024: the graph's index partial on `indexed` alone.
+            await conn.execute(f"ALTER TABLE chunk_vectors ALTER COLUMN embedding TYPE vector({embedder.dimension})")
+            await conn.execute(
+                "CREATE INDEX chunk_vectors_embedding ON chunk_vectors USING hnsw (embedding vector_cosine_ops) "
+                "WHERE indexed"
+            )
+            await conn.execute(
+                "INSERT INTO embedding_space (model, dimension) VALUES ($1, $2)", embedder.model, embedder.dimension
+            )
     finally:
         await conn.close()
     return dsn, embedder, migrations, upto
+
+
+# The worker's statement before 0024, which names neither the kind (0020) nor `graphed` (0024): the
+# worker of an earlier version, still running in a rolling upgrade's old pods, stores with it.
+_STORE_BEFORE_0024 = """
+INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
+SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $3, v.embedding
+FROM unnest($1::bigint[], $2::vector[]) AS v(chunk_id, embedding) JOIN chunks c ON c.id = v.chunk_id
+"""
+
+
+async def _embed_before_0024(pool: asyncpg.Pool, embedder: HashEmbedder, count: int) -> list[int]:
+    """Claims, embeds and stores `count` queued chunks as the worker before 0024 did; their ids."""
+    claimed = await embed_queue.claim(pool, count, 300)
+    assert len(claimed) == count
+    vectors = await embedder.embed([r["text"] for r in claimed])
+    ids_ = [r["id"] for r in claimed]
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("DELETE FROM embed_queue WHERE chunk_id = ANY($1::bigint[])", ids_)
+        await conn.execute(_STORE_BEFORE_0024, ids_, [Vector(v) for v in vectors], embedder.model)
+    return ids_
 
 
 async def test_the_lexical_kinds_migration_posts_each_word_under_its_note_s_kind(postgres: Postgres) -> None:
@@ -403,7 +436,7 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         noted, _ = await insert_note(pool, "The ferry to pier one leaves at noon.")
         decided, _ = await insert_note(pool, "We decided the ferry leaves from pier one.", kind="decision")
         # The vectors as the worker stores them (its statement names no kind, before 0020 or after).
-        await embed_queued(pool, embedder, 2)
+        await _embed_before_0024(pool, embedder, 2)
         # Positive control: the index the migration drops is there before it.
         assert await pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'") == 1
 
@@ -415,7 +448,7 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         # A vector stored after it by the same statement (the worker of the version before, in a
         # rolling upgrade's old pods, runs it too) takes its memory's kind from the database.
         during, (chunk_id,) = await insert_note(pool, "During the upgrade we decided on pier three.", kind="decision")
-        await embed_queued(pool, embedder, 1)
+        await _embed_before_0024(pool, embedder, 1)
         assert await pool.fetchval("SELECT kind FROM chunk_vectors WHERE chunk_id = $1", chunk_id) == "decision"
     finally:
         await pool.close()
@@ -444,6 +477,51 @@ async def test_the_vector_kinds_migration_copies_each_note_s_kind_onto_its_vecto
         everything = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic")
         assert set(ids(everything)) == {str(noted), str(decided), str(during), later.id}
     finally:
+        await clients.close()
+        await stack.stop()
+
+
+async def test_the_vector_graph_migration_keeps_stored_vectors_in_the_graph(postgres: Postgres) -> None:
+    dsn, embedder, migrations, upto = await _migrated_up_to(postgres, "0024_vector_graph.sql")
+    pool = await open_pool(dsn)
+    try:
+        before = [await insert_note(pool, f"The ferry to pier {i} leaves at noon.") for i in range(2)]
+        await _embed_before_0024(pool, embedder, 2)
+        hnsw = "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunk_vectors_embedding'"
+        assert (await pool.fetchval(hnsw)).endswith("WHERE indexed")  # positive control: the index as it was
+
+        async with pool.acquire() as conn:
+            assert await apply_migrations(conn, migrations[: upto + 1]) == ["0024_vector_graph.sql"]
+        # The vectors stored before are in the graph; its index waits for the next start.
+        assert await pool.fetchval("SELECT count(*) FROM chunk_vectors WHERE graphed") == 2
+        assert await pool.fetchval(hnsw) is None
+        # An old worker's statement, in a rolling upgrade, stores into the graph at once; the new
+        # worker's leaves its vector waiting for the grapher.
+        old_worker, (old_chunk,) = await insert_note(pool, "During the upgrade the ferry left from pier five.")
+        await _embed_before_0024(pool, embedder, 1)
+        new_worker, (new_chunk,) = await insert_note(pool, "After the upgrade the ferry left from pier six.")
+        await embed_queued(pool, embedder, 1, graph=False)
+        graphed = {r["chunk_id"]: r["graphed"] for r in await pool.fetch("SELECT chunk_id, graphed FROM chunk_vectors")}
+        assert graphed[old_chunk] is True and graphed[new_chunk] is False
+    finally:
+        await pool.close()
+
+    # A stack on the migrated database builds the index again, on the graphed vectors, and its
+    # grapher lets the waiting one in; every note is found by meaning.
+    stack = await start_stack(dsn, embedder)
+    clients = Clients(stack)
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert (await conn.fetchval(hnsw)).endswith("WHERE (indexed AND graphed)")
+
+        async def none_waiting() -> bool:
+            return not await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE NOT graphed")
+
+        await eventually(none_waiting)
+        found = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic")
+        assert set(ids(found)) == {str(m) for m, _ in before} | {str(old_worker), str(new_worker)}
+    finally:
+        await conn.close()
         await clients.close()
         await stack.stop()
 

@@ -81,9 +81,11 @@ async def tapped(postgres: Postgres) -> AsyncIterator[Tapped]:
             assert not any(r.HasField("error") for r in response.results)
 
         async def all_embedded() -> bool:
+            """Every vector stored and in the HNSW graph (the grapher's, once the model is idle)."""
             conn = await asyncpg.connect(dsn)
             try:
-                return await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE indexed") == FEW + CROWD
+                graphed = "SELECT count(*) FROM chunk_vectors WHERE indexed AND graphed"
+                return await conn.fetchval(graphed) == FEW + CROWD
             finally:
                 await conn.close()
 

@@ -117,7 +117,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"memories{scope}: {status['memories']}")
     print(
         f"chunks: {status['chunks_embedded']} embedded, {status['chunks_pending']} pending, "
-        f"{status['chunks_failed']} failed; {status['lexical_pending']} waiting for the lexical statistics"
+        f"{status['chunks_failed']} failed; {status['lexical_pending']} waiting for the lexical statistics, "
+        f"{status['graph_pending']} for the vector graph"
     )
     model = f"{status['embedding_model']} ({status['embedding_dimension']} dims)"
     print(f"embedding model: {model}, {status['embedder_state']}")

@@ -79,15 +79,26 @@ async def changed_chunks(
     )
 
 
-# One HNSW index scan per changed chunk (a nested loop over them), filtered to the workspace.
+# One HNSW index scan per changed chunk (a nested loop over them), filtered to the workspace; the
+# vectors waiting for the grapher (sql/0024_vector_graph.sql) are compared exactly beside it.
 NEIGHBOURS_SQL = """
     SELECT q.memory_id AS a, n.memory_id AS b, max(1 - n.distance) AS cosine
     FROM chunk_vectors q
     CROSS JOIN LATERAL (
-        SELECT v.memory_id, v.embedding <=> q.embedding AS distance
-        FROM chunk_vectors v
-        WHERE v.indexed AND v.workspace_id = $2
-        ORDER BY v.embedding <=> q.embedding
+        SELECT * FROM (
+            (SELECT v.memory_id, v.embedding <=> q.embedding AS distance
+             FROM chunk_vectors v
+             WHERE v.indexed AND v.graphed AND v.workspace_id = $2
+             ORDER BY v.embedding <=> q.embedding
+             LIMIT $3)
+            UNION ALL
+            (SELECT v.memory_id, v.embedding <=> q.embedding AS distance
+             FROM chunk_vectors v
+             WHERE v.indexed AND NOT v.graphed AND v.workspace_id = $2
+             ORDER BY v.embedding <=> q.embedding
+             LIMIT $3)
+        ) u
+        ORDER BY distance
         LIMIT $3
     ) n
     WHERE q.chunk_id = ANY($1::bigint[]) AND q.workspace_id = $2 AND n.memory_id <> q.memory_id

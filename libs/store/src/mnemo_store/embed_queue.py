@@ -99,14 +99,15 @@ RETURNING q.chunk_id
 # A separate statement from _DEQUEUE, so its snapshot is taken after the queue rows were won:
 # `c.indexed` is then the flag of any reindexing that held them (see the module's docstring).
 # A re-embedded chunk (queued again) has its vector replaced. The memory's kind is copied onto the
-# vector by the database (sql/0020_vector_kinds.sql).
+# vector by the database (sql/0020_vector_kinds.sql). `graphed` ($4) is false from the worker: the
+# grapher lets the vector into the HNSW graph later (sql/0024_vector_graph.sql).
 _STORE = """
-INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding)
-SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $3, v.embedding
+INSERT INTO chunk_vectors (chunk_id, memory_id, version, workspace_id, indexed, tags, model, embedding, graphed)
+SELECT c.id, c.memory_id, c.version, c.workspace_id, c.indexed, c.tags, $3, v.embedding, $4
 FROM unnest($1::bigint[], $2::vector[]) AS v(chunk_id, embedding) JOIN chunks c ON c.id = v.chunk_id
 ON CONFLICT (chunk_id) DO UPDATE SET
     embedding = excluded.embedding, model = excluded.model, indexed = excluded.indexed, tags = excluded.tags,
-    embedded_at = now()
+    graphed = excluded.graphed, embedded_at = now()
 """
 
 _STILL_QUEUED = "SELECT chunk_id FROM embed_queue WHERE chunk_id = ANY($1::bigint[])"
@@ -168,11 +169,15 @@ class Stored:
     """held are the chunks whose queue rows a writing transaction holds: try them again shortly."""
 
 
-async def store_vectors(pool: asyncpg.Pool, vectors: Sequence[tuple[int, Any]], model: str) -> Stored:
+async def store_vectors(
+    pool: asyncpg.Pool, vectors: Sequence[tuple[int, Any]], model: str, graphed: bool = False
+) -> Stored:
     """Stores the vectors of chunks and takes them out of the queue, in one transaction.
 
     A chunk no longer queued (deleted meanwhile, or stored by another worker after this lease
-    ran out) is skipped: only a worker that took the queue row stores the vector.
+    ran out) is skipped: only a worker that took the queue row stores the vector. The vectors wait
+    for the grapher to enter the HNSW graph (mnemo_store.vector_graph) unless `graphed`: a bulk
+    fill that drops the index and builds it again after (bench/scale.py) stores them as in it.
     """
     ids = [chunk_id for chunk_id, _ in vectors]
     async with pool.acquire() as conn, conn.transaction():
@@ -180,7 +185,7 @@ async def store_vectors(pool: asyncpg.Pool, vectors: Sequence[tuple[int, Any]], 
         if taken:
             mine = [(chunk_id, vector) for chunk_id, vector in vectors if chunk_id in taken]
             # Wrapped: a bare ndarray in a list would be taken for one more dimension of the array.
-            await conn.execute(_STORE, [c for c, _ in mine], [Vector(v) for _, v in mine], model)
+            await conn.execute(_STORE, [c for c, _ in mine], [Vector(v) for _, v in mine], model, graphed)
         if len(taken) == len(ids):
             return Stored(len(taken), [])
         rest = await conn.fetch(_STILL_QUEUED, [i for i in ids if i not in taken])

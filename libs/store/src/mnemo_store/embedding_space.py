@@ -18,10 +18,12 @@ class EmbeddingSpaceMismatch(FailedPrecondition):
     default_reason = reasons_pb.ERROR_REASON_EMBEDDING_SPACE_MISMATCH
 
 
-# Only the vectors a default read may return are in the index (sql/0007_embed_queue_and_vectors.sql):
-# the semantic leg of a default read says `WHERE v.indexed`, which lets the planner use it.
+# Only the vectors a default read may return are in the index (sql/0007_embed_queue_and_vectors.sql),
+# once the grapher has let them in (sql/0024_vector_graph.sql): the semantic leg says
+# `WHERE v.indexed AND v.graphed` for the graph and compares the rest exactly.
 _HNSW_INDEX = (
-    "CREATE INDEX chunk_vectors_embedding ON chunk_vectors USING hnsw (embedding vector_cosine_ops) WHERE indexed"
+    "CREATE INDEX chunk_vectors_embedding ON chunk_vectors USING hnsw (embedding vector_cosine_ops) "
+    "WHERE indexed AND graphed"
 )
 
 

@@ -108,6 +108,7 @@ class Counts:
     oldest_pending: datetime | None
     last_error: str
     lexical_pending: int
+    graph_pending: int
 
 
 def counts_statement(reach: Reach) -> tuple[str, list[object]]:
@@ -130,7 +131,8 @@ def counts_statement(reach: Reach) -> tuple[str, list[object]]:
           (SELECT min(q.queued_at) FROM {queued} AND NOT q.failed) AS oldest,
           (SELECT q.error FROM {queued} AND q.error IS NOT NULL ORDER BY q.embed_after DESC LIMIT 1) AS last_error,
           (SELECT count(DISTINCT q.chunk_id) FROM lexical_queue q JOIN chunks c ON c.id = q.chunk_id
-           WHERE {where_c}) AS lexical_pending
+           WHERE {where_c}) AS lexical_pending,
+          (SELECT count(*) FROM chunk_vectors v WHERE {where_v} AND v.indexed AND NOT v.graphed) AS graph_pending
         """
     return sql, params.values
 
@@ -148,6 +150,7 @@ async def count_within(conn: Reader, reach: Reach) -> Counts:
         oldest_pending=row["oldest"],
         last_error=row["last_error"] or "",
         lexical_pending=row["lexical_pending"],
+        graph_pending=row["graph_pending"],
     )
 
 

@@ -13,6 +13,7 @@ from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest.activity import WriteActivity
 from mnemo_ingest.consolidate import Consolidator
 from mnemo_ingest.drafting import Drafter
+from mnemo_ingest.graphing import VectorGrapher
 from mnemo_ingest.posting import LexicalPoster
 from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.settings import IngestSettings
@@ -32,7 +33,7 @@ SERVICE_NAME = ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].f
 
 class IngestApp(GrpcApp):
     """Migrates and opens the database, serves IngestService, then starts the embedding workers, the
-    lexical poster and the consolidation job."""
+    grapher, the lexical poster and the consolidation job."""
 
     name = "ingest"
 
@@ -58,6 +59,7 @@ class IngestApp(GrpcApp):
         self.embedder = embedder or build_embedder(embedding)
         self.pool: asyncpg.Pool | None = None
         self.workers: EmbeddingWorkers | None = None
+        self.grapher: VectorGrapher | None = None
         self.poster: LexicalPoster | None = None
         self.consolidator: Consolidator | None = None
         self._warming: asyncio.Task[None] | None = None
@@ -75,6 +77,7 @@ class IngestApp(GrpcApp):
         self.workers = EmbeddingWorkers(
             self.pool, self.dsn, self.embedder, self.settings, self.embedding.batch_size, activity
         )
+        self.grapher = VectorGrapher(self.pool, self.settings, activity, self.workers)
         self.poster = LexicalPoster(self.pool, self.settings, activity)
         self.consolidator = Consolidator(self.pool, self.settings, self.trust, Drafter.from_settings(self.settings))
         servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content, activity, self.consolidator)
@@ -85,6 +88,8 @@ class IngestApp(GrpcApp):
         self._warming = asyncio.create_task(asyncio.to_thread(warm_up), name="redaction-warm-up")
         assert self.workers is not None
         await self.workers.start()
+        assert self.grapher is not None
+        await self.grapher.start()
         assert self.poster is not None
         await self.poster.start()
         assert self.consolidator is not None
@@ -104,7 +109,7 @@ class IngestApp(GrpcApp):
         # died silently does not return to a cancellation (asyncpg waits for the server to
         # acknowledge it): they get a bounded wait, then the pool is terminated under them, which
         # wakes them, and only then are they waited for.
-        loops = [c.stop() for c in (self.workers, self.poster, self.consolidator) if c is not None]
+        loops = [c.stop() for c in (self.workers, self.grapher, self.poster, self.consolidator) if c is not None]
         stopping = asyncio.ensure_future(asyncio.gather(*loops))
         await asyncio.wait({stopping}, timeout=BACKGROUND_STOP_TIMEOUT_S)
         if self.pool is not None:

@@ -8,6 +8,7 @@ from mnemo_platform.settings import (
     SettingsError,
     parse_bool,
     parse_non_negative_float,
+    parse_non_negative_int,
     parse_positive_float,
     parse_positive_int,
     setting,
@@ -78,6 +79,19 @@ class IngestSettings:
         1.0,
         "Seconds the lexical poster waits before looking at an empty queue again.",
         parse_positive_float,
+    )
+    vector_graph_batch: int = setting(
+        "MNEMO_VECTOR_GRAPH_BATCH",
+        128,
+        "Stored vectors the grapher lets into the HNSW graph per transaction (docs/architecture.md).",
+        parse_positive_int,
+    )
+    vector_graph_backlog: int = setting(
+        "MNEMO_VECTOR_GRAPH_BACKLOG",
+        20000,
+        "Stored vectors that may wait for the HNSW graph while the model embeds a backlog, compared "
+        "exactly by searches meanwhile (0: each enters the graph as soon as it can).",
+        parse_non_negative_int,
     )
     consolidate_interval_s: float = setting(
         "MNEMO_CONSOLIDATE_INTERVAL_S",

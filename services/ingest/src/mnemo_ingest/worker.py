@@ -75,6 +75,12 @@ class EmbeddingWorkers:
         self._owed: set[int] = set()
         # Leases of claims whose answer never came (_claim): what they took is handed back by lease.
         self._owed_leases: set[uuid.UUID] = set()
+        self._draining = 0
+
+    @property
+    def embedding(self) -> bool:
+        """Whether a worker is draining the queue (the model busy with it, or about to be)."""
+        return self._draining > 0
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._listen(), name="embed-listen"))
@@ -135,7 +141,11 @@ class EmbeddingWorkers:
             self._wake.clear()
             try:
                 with background_span("embed.drain", worker=index) as span:
-                    taken = await self._drain()
+                    self._draining += 1
+                    try:
+                        taken = await self._drain()
+                    finally:
+                        self._draining -= 1
                     span.set_attribute("mnemo.chunks", taken)
                     again = bool(taken) and self._outage_since is None
                     if not again:

@@ -452,8 +452,9 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
     given) whose vectors are nearest `vector`.
 
     A default read reads only indexed vectors (the scope says so), which the partial HNSW index
-    holds. History and as-of reads read the indexed vectors through that index too, and scan
-    only the vectors it leaves out (older versions, hidden statuses), nearest first of each.
+    holds once the grapher has let them in; the few that wait for it are compared exactly.
+    History and as-of reads read the indexed vectors that way too, and scan only the vectors the
+    index leaves out (older versions, hidden statuses), nearest first of each.
     Under a tag filter whose indexed vectors are at most SEMANTIC_EXACT_MAX, each of those is
     compared instead, and no index is walked.
     """
@@ -525,11 +526,15 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
             ORDER BY v.embedding <=> {bound_vector}
             LIMIT {bound}"""
 
-    if scope.indexed_only:
-        body = nearest(gate)
-    else:
-        body = f"""
-            SELECT * FROM (({nearest(" AND v.indexed" + gate)}) UNION ALL ({nearest(" AND NOT v.indexed")})) x
+    # The indexed vectors in the HNSW graph through its index, and those waiting for the grapher
+    # (sql/0024_vector_graph.sql) each compared, through their own partial index: none most of the
+    # time, up to MNEMO_VECTOR_GRAPH_BACKLOG while the model embeds an import.
+    indexed = "" if scope.indexed_only else " AND v.indexed"
+    parts = [nearest(f"{indexed} AND v.graphed{gate}"), nearest(f"{indexed} AND NOT v.graphed{gate}")]
+    if not scope.indexed_only:
+        parts.append(nearest(" AND NOT v.indexed"))
+    body = f"""
+            SELECT * FROM ({" UNION ALL ".join(f"({part})" for part in parts)}) x
             ORDER BY distance
             LIMIT {bound}"""
     if exact:

@@ -432,6 +432,7 @@ class SearchServicer(pb_grpc.SearchServiceServicer):
         response.chunks_failed = counts.failed
         response.last_error = counts.last_error
         response.lexical_pending = counts.lexical_pending
+        response.graph_pending = counts.graph_pending
         if counts.oldest_pending is not None:
             response.oldest_pending_at.CopyFrom(timestamp(counts.oldest_pending))
         return response

@@ -260,6 +260,7 @@ class MemoryOperations(OperationsBase):
             "chunks_embedded": response.chunks_embedded,
             "chunks_failed": response.chunks_failed,
             "lexical_pending": response.lexical_pending,
+            "graph_pending": response.graph_pending,
             "oldest_pending_at": iso(response.oldest_pending_at),
             "last_error": response.last_error,
             "embedding_model": response.embedding_model,

@@ -177,7 +177,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self, workspace: _Optional[str] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("memories", "chunks_pending", "chunks_embedded", "chunks_failed", "embedding_model", "embedding_dimension", "embedder_ready", "embedder_state", "oldest_pending_at", "last_error", "workspace", "lexical_pending")
+    __slots__ = ("memories", "chunks_pending", "chunks_embedded", "chunks_failed", "embedding_model", "embedding_dimension", "embedder_ready", "embedder_state", "oldest_pending_at", "last_error", "workspace", "lexical_pending", "graph_pending")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_PENDING_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_EMBEDDED_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +190,7 @@ class GetStatusResponse(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_PENDING_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_PENDING_FIELD_NUMBER: _ClassVar[int]
     memories: int
     chunks_pending: int
     chunks_embedded: int
@@ -202,7 +203,8 @@ class GetStatusResponse(_message.Message):
     last_error: str
     workspace: _common_pb2.Workspace
     lexical_pending: int
-    def __init__(self, memories: _Optional[int] = ..., chunks_pending: _Optional[int] = ..., chunks_embedded: _Optional[int] = ..., chunks_failed: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., embedder_ready: _Optional[bool] = ..., embedder_state: _Optional[str] = ..., oldest_pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., lexical_pending: _Optional[int] = ...) -> None: ...
+    graph_pending: int
+    def __init__(self, memories: _Optional[int] = ..., chunks_pending: _Optional[int] = ..., chunks_embedded: _Optional[int] = ..., chunks_failed: _Optional[int] = ..., embedding_model: _Optional[str] = ..., embedding_dimension: _Optional[int] = ..., embedder_ready: _Optional[bool] = ..., embedder_state: _Optional[str] = ..., oldest_pending_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., workspace: _Optional[_Union[_common_pb2.Workspace, _Mapping]] = ..., lexical_pending: _Optional[int] = ..., graph_pending: _Optional[int] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
     __slots__ = ("workspace", "id", "page_size", "page_token")
