@@ -12,7 +12,7 @@ from mnemo.ingest.v1 import ingest_service_pb2 as pb
 from mnemo_embed import HashEmbedder
 from mnemo_ingest.steps import Steps
 from mnemo_ingest.validation import check_write
-from mnemo_ingest.writes import Writes
+from mnemo_ingest.writes import WRITE_SESSION, Writes
 from mnemo_platform import AlreadyExists
 from mnemo_store import WorkspaceRow, add_workspace, open_pool, verify_chains
 from mnemo_wire.trust import TrustSettings
@@ -107,3 +107,35 @@ async def test_a_note_with_a_new_key_is_one_statement_and_a_repeat_is_answered_t
         assert dict(counts) == {"memories": 2, "audited": 2}
     finally:
         await pool.close()
+
+
+async def test_a_new_note_s_statement_is_planned_once_per_connection_of_the_write_pool(postgres: Postgres) -> None:
+    """The write path's pool reuses the statement's plan (mnemo_ingest.writes.WRITE_SESSION);
+    left to itself PostgreSQL planned it at every call."""
+    dsn = await postgres.create_database("write_plans")
+    embedder = HashEmbedder(16)
+    await migrate(dsn, embedder)
+
+    async def plans(session: dict[str, str]) -> tuple[int, int]:
+        """(generic, custom) plans of the new-note statement after eight writes on one connection."""
+        pool = await open_pool(dsn, 1, 1, session)
+        try:
+            async with pool.acquire() as conn:
+                ws = (await add_workspace(conn, name=f"plans {len(session)}"))[0]
+            writes = Writes(pool, Steps(embedder, TrustSettings()))
+            for i in range(8):
+                request = pb.WriteMemoryRequest(workspace=ws.id, content=f"note {i} of the plan count")
+                await writes.write(ws.id, check_write(request, 1 << 20))
+            row = await pool.fetchrow(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%INSERT INTO memories%' ORDER BY generic_plans + custom_plans DESC LIMIT 1"
+            )
+            return row["generic_plans"], row["custom_plans"]
+        finally:
+            await pool.close()
+
+    generic, custom = await plans(WRITE_SESSION)
+    assert custom == 0 and generic >= 7, (generic, custom)
+    # Control: the same writes on a connection that plans as PostgreSQL chooses.
+    generic, custom = await plans({})
+    assert custom >= 7, (generic, custom)

@@ -18,9 +18,10 @@ from mnemo_ingest.posting import LexicalPoster
 from mnemo_ingest.servicer import IngestServicer
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
+from mnemo_ingest.writes import WRITE_SESSION
 from mnemo_platform import GrpcApp, Registration
 from mnemo_redact import warm_up
-from mnemo_store import close_pool, prepare_database, renew_connections, unready_reason
+from mnemo_store import close_pool, open_pool, prepare_database, renew_connections, unready_reason
 from mnemo_store.settings import DatabaseSettings
 from mnemo_wire import ContentSettings, TrustSettings
 
@@ -58,6 +59,7 @@ class IngestApp(GrpcApp):
         self.settings = settings
         self.embedder = embedder or build_embedder(embedding)
         self.pool: asyncpg.Pool | None = None
+        self.write_pool: asyncpg.Pool | None = None
         self.workers: EmbeddingWorkers | None = None
         self.grapher: VectorGrapher | None = None
         self.poster: LexicalPoster | None = None
@@ -80,7 +82,12 @@ class IngestApp(GrpcApp):
         self.grapher = VectorGrapher(self.pool, self.settings, activity, self.workers)
         self.poster = LexicalPoster(self.pool, self.settings, activity)
         self.consolidator = Consolidator(self.pool, self.settings, self.trust, Drafter.from_settings(self.settings))
-        servicer = IngestServicer(self.pool, self.embedder, self.trust, self.content, activity, self.consolidator)
+        self.write_pool = await open_pool(
+            self.dsn, 1, self.database.pool_max, {**self.database.session_limits(), **WRITE_SESSION}
+        )
+        servicer = IngestServicer(
+            self.pool, self.embedder, self.trust, self.content, activity, self.consolidator, self.write_pool
+        )
         return [Registration(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, servicer, SERVICE_NAME)]
 
     async def after_start(self) -> None:
@@ -99,7 +106,8 @@ class IngestApp(GrpcApp):
         return await unready_reason(self.pool)
 
     async def renew_connections(self) -> None:
-        await renew_connections(self.pool)
+        for pool in (self.pool, self.write_pool):
+            await renew_connections(pool)
 
     async def close(self) -> None:
         if self._warming is not None:
@@ -119,3 +127,5 @@ class IngestApp(GrpcApp):
                 log.warning("background_stop_timed_out", timeout_s=BACKGROUND_STOP_TIMEOUT_S)
                 self.pool.terminate()
         await stopping
+        if self.write_pool is not None:
+            await close_pool(self.write_pool)

@@ -48,12 +48,14 @@ class IngestServicer(pb_grpc.IngestServiceServicer):
         content: ContentSettings | None = None,
         activity: WriteActivity | None = None,
         consolidator: Consolidator | None = None,
+        write_pool: asyncpg.Pool | None = None,
     ) -> None:
         self.activity = activity or WriteActivity()
         self.max_content_bytes = (content or ContentSettings()).max_content_bytes
         self.trust = trust or TrustSettings()
         steps = Steps(embedder, self.trust)
-        self.writes = Writes(pool, steps)
+        # New memories' statements on their own pool, whose plans are reused (mnemo_ingest.writes.WRITE_SESSION).
+        self.writes = Writes(write_pool or pool, steps)
         self.corrections = Corrections(pool, steps)
         self.admin = Admin(pool)
         self.imports = ImportBatches(pool, steps)
