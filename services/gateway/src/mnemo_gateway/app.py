@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
+import httptools  # noqa: F401 (named below as uvicorn's parser; missing, the import fails here, not a request)
 import structlog
 import uvicorn
 from opentelemetry import context as otel_context
@@ -104,6 +105,8 @@ class GatewayApp(GrpcApp):
             host=self.settings.host,
             port=self.settings.port,
             lifespan="on",
+            # C, where h11 is pure Python: 0.1-0.3 ms less a request here (bench/README.md).
+            http="httptools",
             log_config=None,
             access_log=False,
             # Past the grace, Draining answers what is left 503; uvicorn's own cut (which closes the
