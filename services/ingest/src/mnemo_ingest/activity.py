@@ -60,3 +60,24 @@ class WriteActivity:
                 return False
             await asyncio.sleep(settle - quiet)
         return True
+
+
+class BackgroundLoop:
+    """One loop of background work that gives way to writes (the lexical poster, the grapher),
+    started and stopped with the ingest service; a subclass's `_run` is the loop."""
+
+    task_name = "background-loop"
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=self.task_name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError

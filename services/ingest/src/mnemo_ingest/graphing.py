@@ -13,12 +13,11 @@ searched workspaces). Like the lexical poster it also gives way to this process'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import asyncpg
 import structlog
 
-from mnemo_ingest.activity import WriteActivity
+from mnemo_ingest.activity import BackgroundLoop, WriteActivity
 from mnemo_ingest.settings import IngestSettings
 from mnemo_ingest.worker import EmbeddingWorkers
 from mnemo_platform.errors import describe_error
@@ -33,7 +32,9 @@ LOOK_S = 1.0
 FAILURE_WAIT_S = 5.0
 
 
-class VectorGrapher:
+class VectorGrapher(BackgroundLoop):
+    task_name = "vector-grapher"
+
     def __init__(
         self, pool: asyncpg.Pool, settings: IngestSettings, activity: WriteActivity, workers: EmbeddingWorkers
     ) -> None:
@@ -41,17 +42,6 @@ class VectorGrapher:
         self.settings = settings
         self.activity = activity
         self.workers = workers
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="vector-grapher")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def graph_once(self) -> int:
         """Lets in what may enter the graph now; returns how many vectors it let in (0: none)."""

@@ -11,12 +11,11 @@ otherwise share its cores with.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import asyncpg
 import structlog
 
-from mnemo_ingest.activity import WriteActivity
+from mnemo_ingest.activity import BackgroundLoop, WriteActivity
 from mnemo_ingest.settings import IngestSettings
 from mnemo_platform.errors import describe_error
 from mnemo_platform.telemetry import untraced
@@ -26,22 +25,13 @@ log = structlog.get_logger("mnemo.ingest.posting")
 FAILURE_WAIT_S = 5.0
 
 
-class LexicalPoster:
+class LexicalPoster(BackgroundLoop):
+    task_name = "lexical-poster"
+
     def __init__(self, pool: asyncpg.Pool, settings: IngestSettings, activity: WriteActivity) -> None:
         self.pool = pool
         self.settings = settings
         self.activity = activity
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="lexical-poster")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def post_once(self) -> int:
         """Posts the oldest queued changes; returns how many queue rows were taken (0: none, or
