@@ -54,7 +54,7 @@ async def test_waiting_vectors_are_found_by_meaning_within_their_workspace_then_
         assert written[2].id not in hybrid and written[0].id in hybrid
 
         await stack.ingest.grapher.start()
-        await eventually(lambda: _none_waiting(conn))
+        await eventually(lambda: _waiting_is(conn, 0))
         assert await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE graphed") == 3
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=mine.id))
         assert status.graph_pending == 0
@@ -65,10 +65,6 @@ async def test_waiting_vectors_are_found_by_meaning_within_their_workspace_then_
         await conn.close()
         await clients.close()
         await stack.stop()
-
-
-async def _none_waiting(conn: asyncpg.Connection) -> bool:
-    return await conn.fetchval(_WAITING) == 0
 
 
 async def test_the_grapher_waits_while_the_model_embeds_and_lets_in_only_the_excess(postgres: Postgres) -> None:
@@ -98,7 +94,7 @@ async def test_the_grapher_waits_while_the_model_embeds_and_lets_in_only_the_exc
 
         gated.gate.set()  # the model's backlog ends: the rest go in
         await clients.wait_embedded(held.id, ws.id)
-        await eventually(lambda: _none_waiting(conn))
+        await eventually(lambda: _waiting_is(conn, 0))
         assert await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE graphed") == 7
     finally:
         gated.gate.set()

@@ -16,7 +16,7 @@ from mnemo_ingest.writes import WRITE_SESSION, Writes
 from mnemo_platform import AlreadyExists
 from mnemo_store import WorkspaceRow, add_workspace, open_pool, verify_chains
 from mnemo_wire.trust import TrustSettings
-from tests.helpers import Postgres, migrate
+from tests.helpers import Clients, Postgres, migrate, start_stack
 
 
 async def _counted(
@@ -139,3 +139,31 @@ async def test_a_new_note_s_statement_is_planned_once_per_connection_of_the_writ
     # Control: the same writes on a connection that plans as PostgreSQL chooses.
     generic, custom = await plans({})
     assert custom >= 7, (generic, custom)
+
+
+async def test_the_ingest_service_writes_new_notes_on_its_write_pool(postgres: Postgres) -> None:
+    dsn = await postgres.create_database("write_pool")
+    stack = await start_stack(dsn, HashEmbedder(16))
+    clients = Clients(stack)
+    watcher = await asyncpg.connect(dsn)
+    try:
+        ws = await clients.workspace()
+        for i in range(3):
+            await clients.write(ws.id, f"note {i} written through the service")
+        writers = {
+            r["pid"]
+            for r in await watcher.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE query LIKE '%INSERT INTO memories%' AND pid <> pg_backend_pid()"
+            )
+        }
+        async with stack.ingest.write_pool.acquire() as conn:
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
+            assert await conn.fetchval("SELECT pg_backend_pid()") in writers
+        # Control: the service's other pool plans per call, and did not write the notes.
+        async with stack.ingest.pool.acquire() as conn:
+            assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
+            assert await conn.fetchval("SELECT pg_backend_pid()") not in writers
+    finally:
+        await watcher.close()
+        await clients.close()
+        await stack.stop()

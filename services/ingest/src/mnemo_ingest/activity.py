@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 # Writes this close together count as one burst (a client sending its next batch, an agent
@@ -62,7 +63,7 @@ class WriteActivity:
         return True
 
 
-class BackgroundLoop:
+class BackgroundLoop(ABC):
     """One loop of background work that gives way to writes (the lexical poster, the grapher),
     started and stopped with the ingest service; a subclass's `_run` is the loop."""
 
@@ -79,5 +80,5 @@ class BackgroundLoop:
                 await self._task
             self._task = None
 
-    async def _run(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def _run(self) -> None: ...
