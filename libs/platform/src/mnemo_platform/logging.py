@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 import traceback
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 from opentelemetry import trace
@@ -22,8 +23,32 @@ def add_trace_context(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+class _LineLogger:
+    """Writes each line structlog renders to the stream configure_logging last chose.
+
+    Mnemo's own lines take this short way rather than through the standard library's LogRecord,
+    handler and formatter: a third of the time per line (12 against 35 us, and 0.8 against 6 us for
+    a line below the level), and a single write through the gateway logs three lines. The stream is
+    looked up at each line, so that configuring again redirects loggers already used."""
+
+    stream: TextIO = sys.stdout
+    _lock = threading.Lock()
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name  # what add_logger_name reads
+
+    def msg(self, message: str) -> None:
+        with self._lock:
+            self.stream.write(message + "\n")
+            self.stream.flush()
+
+    debug = info = warning = error = critical = exception = msg
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
-    """Routes structlog and stdlib loggers (grpc, asyncpg, uvicorn) through one pipeline."""
+    """Routes structlog and stdlib loggers (grpc, asyncpg, uvicorn) to one stream in one format.
+
+    structlog keeps a logger once it is used: one used before a later call keeps its level."""
     use_console = fmt == "console" or (fmt == "auto" and sys.stdout.isatty())
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -38,20 +63,21 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         if use_console
         else structlog.processors.JSONRenderer()
     )
+    rendering = [
+        scrub_database_details,
+        structlog.processors.format_exc_info if not use_console else _identity,
+        renderer,
+    ]
+    _LineLogger.stream = sys.stdout
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        processors=[*shared, *rendering],
+        logger_factory=_LineLogger,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            scrub_database_details,
-            structlog.processors.format_exc_info if not use_console else _identity,
-            renderer,
-        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(formatter)

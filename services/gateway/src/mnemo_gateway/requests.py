@@ -120,7 +120,7 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send)
             return
         # Matched before the app runs: the routes rewrite the scope as they go (a mount's path).
-        route = self.route_of(dict(scope))
+        route = self.route_of(scope)
         status = {"code": 500}
 
         async def send_with_status(message: MutableMapping[str, Any]) -> None:
