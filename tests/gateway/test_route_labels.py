@@ -41,7 +41,8 @@ async def test_each_path_gets_its_own_template_while_the_memo_fills_and_empties(
         for _ in range(2):  # the second time round, every path may be remembered (or emptied out)
             for _ in range(3):
                 assert (await http.get(f"/api/v1/memories/{uuid.uuid4()}")).status_code == 404
-            assert (await http.post("/api/v1/memories", json={"content": f"labelled {uuid.uuid4()}"})).status_code == 201
+            written = await http.post("/api/v1/memories", json={"content": f"labelled {uuid.uuid4()}"})
+            assert written.status_code == 201
             assert (await http.get("/api/v1/workspaces")).status_code == 200
             assert (await http.get(f"/no/such/{uuid.uuid4()}")).status_code == 404
         after = await counts(http)
