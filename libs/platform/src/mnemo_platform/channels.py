@@ -8,23 +8,41 @@ from typing import Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
+from opentelemetry import propagate
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from mnemo_platform.connections import KEEPALIVE_S
 from mnemo_platform.context import current_call
 from mnemo_platform.contract import retry_safe_methods
+from mnemo_platform.telemetry import exporting
+
+
+def _traced(kind: type) -> Any:
+    """OpenTelemetry's client interceptor for calls of `kind`."""
+    return next(i for i in aio_client_interceptors() if isinstance(i, kind))
 
 
 class _CallDefaults:
-    """Adds the default deadline when a call sets none, and the caller's (signed) principal and request id."""
+    """Adds the default deadline when a call sets none, the caller's (signed) principal and request
+    id, and the trace context.
 
-    def __init__(self, timeout_s: float) -> None:
+    While spans are recorded, OpenTelemetry's interceptor makes the call's client span and carries
+    its context; while none is (nothing exports them), the current context is carried as it is:
+    the trace id still reaches the service's logs and audit events, and OpenTelemetry's wrapper,
+    about a tenth of a single write's CPU, is skipped."""
+
+    def __init__(self, timeout_s: float, traced: Any) -> None:
         self.timeout_s = timeout_s
+        self.traced = traced
 
     def details(self, client_call_details: Any, timeout_s: float | None) -> Any:
         metadata = list(client_call_details.metadata or [])
         present = {key for key, _ in metadata}
         metadata.extend(item for item in current_call().metadata() if item[0] not in present)
+        if not exporting():
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            metadata.extend(item for item in carrier.items() if item[0] not in present)
         return client_call_details._replace(
             timeout=client_call_details.timeout if client_call_details.timeout is not None else timeout_s,
             metadata=grpc.aio.Metadata(*metadata),
@@ -32,15 +50,27 @@ class _CallDefaults:
 
 
 class _UnaryDefaults(_CallDefaults, grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(timeout_s, _traced(grpc.aio.UnaryUnaryClientInterceptor))
+
     async def intercept_unary_unary(self, continuation, client_call_details, request):
-        return await continuation(self.details(client_call_details, self.timeout_s), request)
+        details = self.details(client_call_details, self.timeout_s)
+        if exporting():
+            return await self.traced.intercept_unary_unary(continuation, details, request)
+        return await continuation(details, request)
 
 
 class _StreamDefaults(_CallDefaults, grpc.aio.UnaryStreamClientInterceptor):
     # Streamed replies (a harvest run, a redaction rescan) need the principal just the same; their
     # deadline is the service config's per-method one (they run long), not the unary default.
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(timeout_s, _traced(grpc.aio.UnaryStreamClientInterceptor))
+
     async def intercept_unary_stream(self, continuation, client_call_details, request):
-        return await continuation(self.details(client_call_details, None), request)
+        details = self.details(client_call_details, None)
+        if exporting():
+            return await self.traced.intercept_unary_stream(continuation, details, request)
+        return await continuation(details, request)
 
 
 # How a retry-safe call is retried: on UNAVAILABLE only, within the call's deadline (which covers
@@ -137,5 +167,6 @@ def open_channel(
             *keepalive_options(keepalive_s),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],
-        interceptors=[*aio_client_interceptors(), _UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],
+        # Mnemo's services make no client-streaming calls (LeastRoleInterceptor refuses them).
+        interceptors=[_UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],
     )
