@@ -167,6 +167,6 @@ def open_channel(
             *keepalive_options(keepalive_s),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
         ],
-        # Mnemo's services make no client-streaming calls (LeastRoleInterceptor refuses them).
+        # Mnemo's services make no client-streaming calls (CallInterceptor refuses them).
         interceptors=[_UnaryDefaults(timeout_s), _StreamDefaults(timeout_s)],
     )
