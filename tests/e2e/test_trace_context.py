@@ -82,6 +82,9 @@ async def test_the_callers_trace_id_reaches_every_services_lines_and_the_audit_e
     assert {line["event"] for line in ingest_lines} >= {"rpc_completed", "memory_written"}
     assert {line.get("trace_id") for line in http_lines + ingest_lines} == {trace_id}
     assert await audit_trace(base_url, memory_id) == {trace_id}
+    # The gateway's span is a child of the caller's: the same trace, a span id of its own.
+    [request] = [line for line in http_lines if line["event"] == "http_request"]
+    assert len(request["span_id"]) == 16 and request["span_id"] not in (span_id, "0" * 16)
 
 
 async def test_without_a_traceparent_the_gateways_trace_id_is_carried(services: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from mnemo.common.v1 import errors_pb2 as reasons_pb
 from mnemo_gateway.errors import CallError
 from mnemo_platform import CallContext, new_request_id, reset_call, set_call
 from mnemo_platform.metrics import http_duration
-from mnemo_platform.telemetry import tracer
+from mnemo_platform.telemetry import entry_span
 
 log = structlog.get_logger("mnemo.gateway")
 
@@ -191,11 +191,11 @@ class RequestContextMiddleware:
         started = time.perf_counter()
         # A caller's W3C traceparent makes this span its child: the caller's trace goes on through
         # the services (the channels' interceptors carry it) down to their SQL statements.
-        with tracer.start_as_current_span(
+        with entry_span(
             f"{scope.get('method', 'HTTP')} {route}",
-            context=propagate.extract(headers),
-            kind=SpanKind.SERVER,
-            attributes={
+            propagate.extract(headers),
+            SpanKind.SERVER,
+            {
                 "http.request.method": scope.get("method", ""),
                 "http.route": route,
                 "url.path": path,
