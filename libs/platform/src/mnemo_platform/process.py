@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import structlog
+import uvloop
 
 from mnemo_platform.config import (
     AuthSettings,
@@ -72,7 +73,11 @@ def run_process(
         await run_until_signalled(run, on_ready=(lambda: on_ready(components)) if on_ready else None)
 
     try:
-        asyncio.run(main())
+        # uvloop rather than asyncio's own loop: every call crosses it several times (HTTP, gRPC
+        # both ends, PostgreSQL). Alternating runs of single writes through the gateway: p50
+        # 4.37 -> 4.18 ms, the process's CPU per write 3.10 -> 2.83 ms (2026-12-05).
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
         shutdown_metrics()
     except (MnemoError, OSError) as exc:
         log.error("startup_failed", error=str(exc))
