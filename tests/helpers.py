@@ -186,7 +186,8 @@ async def lexical_statistics(conn: asyncpg.Connection) -> tuple[dict, dict]:
 
 
 async def start_stack(dsn: str, embedder: Embedder, **overrides: str) -> Stack:
-    """Ingest, search and gateway on free ports against `dsn`, with background work started."""
+    """Ingest, search and gateway (the services on Unix sockets, the gateway on a free port) against
+    `dsn`, with background work started."""
     stack = Stack(StackConfig.from_env(stack_env(dsn, **overrides)), embedder=embedder)
     await stack.start()
     await stack.after_start()

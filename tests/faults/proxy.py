@@ -86,10 +86,11 @@ class FaultProxy:
         return time.monotonic() < self._blackhole_until
 
     async def _open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if ":" in self.target and not self.target.startswith("/"):
+        if ":" in self.target and not self.target.startswith(("/", "unix:")):
             host, port = self.target.rsplit(":", 1)
             return await asyncio.open_connection(host, int(port))
-        return await asyncio.open_unix_connection(self.target)
+        # A Unix socket: PostgreSQL's, or a service's in a stack (gRPC's "unix:" target).
+        return await asyncio.open_unix_connection(self.target.removeprefix("unix:"))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
-import socket
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -32,22 +35,49 @@ FREE_PORT = "127.0.0.1:0"
 CONNECT_TIMEOUT_S = 5.0
 
 
-class PortReservation:
-    """A free loopback port, known before its server starts, so the gateway can dial it early.
+SOCKETS_PREFIX = "mnemo-grpc-"
 
-    The probing socket stays bound until `release()`, just before the service binds: while it is
-    held, no port-0 bind (the gateway's own, another test's stack) can be handed the same port.
+
+def _sweep_sockets() -> None:
+    """Removes the socket directories of processes that are gone: a stack killed outright (SIGKILL,
+    the OOM killer) never removed its own."""
+    for directory in Path(tempfile.gettempdir()).glob(f"{SOCKETS_PREFIX}*-*"):
+        pid = directory.name.removeprefix(SOCKETS_PREFIX).partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
+
+
+class ServiceSockets:
+    """Where the services of one stack listen when no address is set: Unix sockets in a directory
+    of their own, which the stack removes when it stops.
+
+    They share a machine (a process, under `mnemo up`) with the gateway that dials them, and a
+    call over a Unix socket costs grpc about 0.12 ms less than over loopback TCP (each end in one
+    process: 0.66-0.70 against 0.76-0.87 ms, 2026-12-05). The paths are known before the servers
+    start, so the gateway can dial them early, and no other bind can take them meanwhile.
     """
 
     def __init__(self) -> None:
-        self._socket: socket.socket | None = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.bind(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self._socket.getsockname()[1]}"
+        _sweep_sockets()
+        # Short: a socket's path must fit in 104 bytes (macOS; 108 on Linux). Made for this process
+        # only (mkdtemp: mode 0700), where loopback ports were open to every local user.
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-"))
 
-    def release(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+    def address(self, name: str) -> str:
+        return f"unix:{self.directory / name}.sock"
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _load_backends() -> dict[str, Any]:
@@ -70,7 +100,8 @@ def _load_backends() -> dict[str, Any]:
 
 @dataclass
 class StackConfig:
-    """Everything `mnemo up` reads from the environment, with ports left free unless set."""
+    """Everything `mnemo up` reads from the environment; a service whose address is not set listens on
+    a Unix socket of the stack's own (ServiceSockets)."""
 
     database: DatabaseSettings
     embedding: EmbeddingSettings
@@ -152,6 +183,7 @@ class Stack:
     """bootstrap_token is the admin token `mnemo up` created (auth on, no admin yet), to print once."""
     _started: list[Component] = field(default_factory=list)
     _auth_before: tuple[str, bool] | None = None
+    _sockets: ServiceSockets | None = None
 
     async def _start(self, component: Component) -> None:
         if isinstance(component, GrpcApp):
@@ -163,19 +195,11 @@ class Stack:
     async def start(self) -> None:
         cfg = self.config
         grace = cfg.addresses.grace_s
-        held = {
-            name: PortReservation()
-            for name, addr in (("ingest", cfg.ingest_addr), ("search", cfg.search_addr), ("harvest", cfg.harvest_addr))
-            if addr == FREE_PORT
-        }
-        ingest_addr = held["ingest"].address if "ingest" in held else cfg.ingest_addr
-        search_addr = held["search"].address if "search" in held else cfg.search_addr
-        harvest_addr = held["harvest"].address if "harvest" in held else cfg.harvest_addr
-
-        def release(name: str) -> None:
-            if name in held:
-                held[name].release()
-
+        if self._sockets is None:
+            self._sockets = ServiceSockets()
+        ingest_addr = self._sockets.address("ingest") if cfg.ingest_addr == FREE_PORT else cfg.ingest_addr
+        search_addr = self._sockets.address("search") if cfg.search_addr == FREE_PORT else cfg.search_addr
+        harvest_addr = self._sockets.address("harvest") if cfg.harvest_addr == FREE_PORT else cfg.harvest_addr
         # The services of one `mnemo up` share a process, hence one secret: generated unless given.
         self._auth_before = auth_state()
         secret = cfg.auth.internal_secret or (secrets.token_hex(32) if cfg.auth.enabled else "")
@@ -207,12 +231,10 @@ class Stack:
             self.ingest = parts["IngestApp"](
                 self.dsn, ingest_addr, grace, cfg.database, cfg.embedding, cfg.ingest, embedder, cfg.trust, cfg.content
             )
-            release("ingest")
             await self._start(self.ingest)
             self.search = parts["SearchApp"](
                 self.dsn, search_addr, grace, cfg.database, cfg.embedding, cfg.search, embedder, cfg.trust
             )
-            release("search")
             await self._start(self.search)
             self.harvest = parts["HarvestApp"](
                 self.dsn,
@@ -226,7 +248,6 @@ class Stack:
                 cfg.addresses.call_timeout_s,
                 cfg.content.max_content_bytes,
             )
-            release("harvest")
             await self._start(self.harvest)
             if cfg.auth.enabled:
                 self.bootstrap_token = await parts["bootstrap_admin_token"](self.dsn)
@@ -240,9 +261,6 @@ class Stack:
         except BaseException:
             await self.stop()
             raise
-        finally:
-            for reservation in held.values():
-                reservation.release()
 
     async def after_start(self) -> None:
         for component in self._started:
@@ -263,6 +281,9 @@ class Stack:
         if self._auth_before is not None:
             configure_auth(*self._auth_before)
             self._auth_before = None
+        if self._sockets is not None:
+            self._sockets.remove()
+            self._sockets = None
 
     @property
     def failed(self) -> bool:

@@ -38,17 +38,17 @@ class ServiceAddresses:
     ingest: str = setting(
         "MNEMO_INGEST_ADDR",
         DEFAULT_INGEST_ADDR,
-        "host:port of the ingest service. Under `mnemo up`, unset means any free loopback port.",
+        "host:port of the ingest service. Under `mnemo up`, unset means a Unix socket of its own.",
     )
     search: str = setting(
         "MNEMO_SEARCH_ADDR",
         DEFAULT_SEARCH_ADDR,
-        "host:port of the search service. Under `mnemo up`, unset means any free loopback port.",
+        "host:port of the search service. Under `mnemo up`, unset means a Unix socket of its own.",
     )
     harvest: str = setting(
         "MNEMO_HARVEST_ADDR",
         DEFAULT_HARVEST_ADDR,
-        "host:port of the harvest service. Under `mnemo up`, unset means any free loopback port.",
+        "host:port of the harvest service. Under `mnemo up`, unset means a Unix socket of its own.",
     )
     gateway_grpc: str = setting(
         "MNEMO_GATEWAY_GRPC_ADDR",

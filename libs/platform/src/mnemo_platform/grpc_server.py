@@ -391,7 +391,9 @@ class GrpcServer:
 
     @property
     def target(self) -> str:
-        """host:port clients can dial (the bound port, even when 0 was asked for)."""
+        """host:port clients can dial (the bound port, even when 0 was asked for), or the Unix socket."""
+        if self.address.startswith("unix:"):
+            return self.address
         host = self.address.rsplit(":", 1)[0]
         if host in {"0.0.0.0", "[::]", ""}:
             host = "127.0.0.1"
