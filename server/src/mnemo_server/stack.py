@@ -30,6 +30,8 @@ from mnemo_wire import ContentSettings, TrustSettings
 
 log = structlog.get_logger("mnemo.up")
 
+# An address left unset: the gateway's own gRPC port is any free one; a service's is a Unix
+# socket of the stack's (ServiceSockets).
 FREE_PORT = "127.0.0.1:0"
 # How long `mnemo up` waits, once its services have started, for the gateway to reach each of them.
 CONNECT_TIMEOUT_S = 5.0

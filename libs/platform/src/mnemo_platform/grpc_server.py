@@ -402,9 +402,6 @@ class GrpcServer:
     async def start(self) -> None:
         server = grpc.aio.server(
             interceptors=[
-                # Health and reflection are plumbing, not work worth a trace. Reflection is also a
-                # bidi stream clients drop after one answer; OTel's wrapper then closes the stream's
-                # generator in another context and logs "Failed to detach context" as an error.
                 _Traced(),
                 # Outside admission: a call refused as busy is logged, and a caller below the
                 # method's least role is refused without taking a place.

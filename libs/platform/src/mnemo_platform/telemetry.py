@@ -116,8 +116,8 @@ def entry_span(
 
     While spans are recorded it is the tracer's. While none is, it is made here: the caller's trace
     id (or a new one) and a span id of its own, as the tracer would give the span it would not
-    record, without the sampler and span machinery in between (a twentieth of a single write's CPU
-    through the gateway, profile of 2026-12-05)."""
+    record, without the sampler and span machinery in between (about 0.1 ms of a single write's
+    3 ms of CPU through the gateway, alternating runs of 2026-12-05)."""
     if exporting() or _provider is None:
         with tracer.start_as_current_span(name, context=context, kind=kind, attributes=attributes) as span:
             yield span
