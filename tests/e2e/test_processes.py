@@ -214,6 +214,14 @@ async def test_sigterm_reports_not_serving_then_exits_cleanly_within_the_grace(
         assert code == 0, proc.output()
         assert_no_traceback(proc)
         assert "shutdown_requested" in proc.stdout and "grpc_server_stopped" in proc.stdout, proc.output()
+        # Every service runs on uvloop (libs/platform's run_process).
+        started = [line for line in log_lines(proc) if line.get("event") == "process_started"]
+        assert [(line["service"], line["loop"]) for line in started] == [(service, "uvloop")], proc.output()
+
+
+def log_lines(proc: Proc) -> list[dict]:
+    """The process's JSON log lines."""
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 async def run_to_exit(args: list[str], env: dict[str, str], logs: Path, timeout: float = 60.0) -> Proc:

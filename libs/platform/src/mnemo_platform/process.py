@@ -70,6 +70,7 @@ def run_process(
         return 2
 
     async def main() -> None:
+        log.info("process_started", service=service_name, loop=type(asyncio.get_running_loop()).__module__)
         await run_until_signalled(run, on_ready=(lambda: on_ready(components)) if on_ready else None)
 
     try:
