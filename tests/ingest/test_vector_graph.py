@@ -12,10 +12,8 @@ from mnemo.common.v1 import common_pb2
 from mnemo.search.v1 import search_service_pb2 as search_pb
 from mnemo_embed import HashEmbedder
 from mnemo_ingest.graphing import LOOK_S
-from mnemo_store import consolidation
+from mnemo_store import consolidation, vector_graph
 from tests.helpers import Clients, GatedEmbedder, Postgres, embed_queued, eventually, ids, insert_note, start_stack
-
-_WAITING = "SELECT count(*) FROM chunk_vectors WHERE indexed AND NOT graphed"
 
 
 async def test_waiting_vectors_are_found_by_meaning_within_their_workspace_then_let_into_the_graph(
@@ -37,7 +35,7 @@ async def test_waiting_vectors_are_found_by_meaning_within_their_workspace_then_
         ]
         for memory, ws in zip(written, (mine, mine, other), strict=True):
             await clients.wait_embedded(memory.id, ws.id)
-        assert await conn.fetchval(_WAITING) == 3
+        assert await vector_graph.waiting(conn) == 3
         status = await clients.search.GetStatus(search_pb.GetStatusRequest(workspace=mine.id))
         assert status.graph_pending == 2  # the caller's workspace (and global) only
 
@@ -87,7 +85,7 @@ async def test_the_grapher_waits_while_the_model_embeds_and_lets_in_only_the_exc
         # Only the three over the backlog allowed enter the graph while the model is busy ...
         await eventually(lambda: _waiting_is(conn, 3))
         await asyncio.sleep(2.5 * LOOK_S)
-        assert await conn.fetchval(_WAITING) == 3
+        assert await vector_graph.waiting(conn) == 3
         # ... and every stored vector is found meanwhile, waiting or not.
         found = ids(await clients.find(ws.id, "a note another worker embeds", mode="semantic", limit=10))
         assert set(found) == {m.id for m in others}
@@ -104,7 +102,7 @@ async def test_the_grapher_waits_while_the_model_embeds_and_lets_in_only_the_exc
 
 
 async def _waiting_is(conn: asyncpg.Connection, count: int) -> bool:
-    return await conn.fetchval(_WAITING) == count
+    return await vector_graph.waiting(conn) == count
 
 
 async def test_consolidation_compares_waiting_vectors_with_those_in_the_graph(postgres: Postgres) -> None:
@@ -120,7 +118,7 @@ async def test_consolidation_compares_waiting_vectors_with_those_in_the_graph(po
         waiting, (waiting_chunk,) = await insert_note(pool, "the ferry to the island leaves from pier four at noon.")
         other, (other_chunk,) = await insert_note(pool, "the ferry to the island leaves from pier four at noon!")
         await embed_queued(pool, embedder, 2, graph=False)
-        assert await pool.fetchval(_WAITING) == 2
+        assert await vector_graph.waiting(pool) == 2
         async with pool.acquire() as conn, conn.transaction():
             pairs = await consolidation.nearest_neighbours(
                 conn, "global", [graphed_chunk, waiting_chunk, other_chunk], k=5, min_cosine=0.5

@@ -19,7 +19,15 @@ from mnemo_embed import HashEmbedder
 from mnemo_embed.settings import EmbeddingSettings
 from mnemo_ingest import IngestApp
 from mnemo_ingest.settings import IngestSettings
-from mnemo_store import GLOBAL_WORKSPACE, MigrationError, apply_migrations, embed_queue, load_migrations, open_pool
+from mnemo_store import (
+    GLOBAL_WORKSPACE,
+    MigrationError,
+    apply_migrations,
+    embed_queue,
+    load_migrations,
+    open_pool,
+    vector_graph,
+)
 from mnemo_store.embedding_space import EmbeddingSpaceMismatch, ensure_embedding_space
 from mnemo_store.migrations import Migration
 from mnemo_store.settings import DatabaseSettings
@@ -515,7 +523,7 @@ async def test_the_vector_graph_migration_keeps_stored_vectors_in_the_graph(post
         assert (await conn.fetchval(hnsw)).endswith("WHERE (indexed AND graphed)")
 
         async def none_waiting() -> bool:
-            return not await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE NOT graphed")
+            return not await vector_graph.waiting(conn)
 
         await eventually(none_waiting)
         found = await clients.find(GLOBAL_WORKSPACE, "ferry pier", mode="semantic")

@@ -30,8 +30,6 @@ from mnemo_wire import ContentSettings, TrustSettings
 
 log = structlog.get_logger("mnemo.up")
 
-# An address left unset: the gateway's own gRPC port is any free one; a service's is a Unix
-# socket of the stack's (ServiceSockets).
 FREE_PORT = "127.0.0.1:0"
 # How long `mnemo up` waits, once its services have started, for the gateway to reach each of them.
 CONNECT_TIMEOUT_S = 5.0
@@ -116,9 +114,10 @@ class StackConfig:
     summarizer: SummarizerSettings
     auth: AuthSettings = field(default_factory=AuthSettings)
     content: ContentSettings = field(default_factory=ContentSettings)
-    ingest_addr: str = FREE_PORT
-    search_addr: str = FREE_PORT
-    harvest_addr: str = FREE_PORT
+    # Empty: the service listens on a Unix socket of the stack's own (ServiceSockets).
+    ingest_addr: str = ""
+    search_addr: str = ""
+    harvest_addr: str = ""
     gateway_grpc_addr: str = FREE_PORT
 
     @classmethod
@@ -154,9 +153,9 @@ class StackConfig:
             harvest=harvest,
             summarizer=summarizer,
             # Under `mnemo up` the gRPC servers are internal: any free loopback port unless set.
-            ingest_addr=addresses.ingest if "MNEMO_INGEST_ADDR" in environ else FREE_PORT,
-            search_addr=addresses.search if "MNEMO_SEARCH_ADDR" in environ else FREE_PORT,
-            harvest_addr=addresses.harvest if "MNEMO_HARVEST_ADDR" in environ else FREE_PORT,
+            ingest_addr=addresses.ingest if "MNEMO_INGEST_ADDR" in environ else "",
+            search_addr=addresses.search if "MNEMO_SEARCH_ADDR" in environ else "",
+            harvest_addr=addresses.harvest if "MNEMO_HARVEST_ADDR" in environ else "",
             gateway_grpc_addr=addresses.gateway_grpc if "MNEMO_GATEWAY_GRPC_ADDR" in environ else FREE_PORT,
         )
 
@@ -199,9 +198,9 @@ class Stack:
         grace = cfg.addresses.grace_s
         if self._sockets is None:
             self._sockets = ServiceSockets()
-        ingest_addr = self._sockets.address("ingest") if cfg.ingest_addr == FREE_PORT else cfg.ingest_addr
-        search_addr = self._sockets.address("search") if cfg.search_addr == FREE_PORT else cfg.search_addr
-        harvest_addr = self._sockets.address("harvest") if cfg.harvest_addr == FREE_PORT else cfg.harvest_addr
+        ingest_addr = cfg.ingest_addr or self._sockets.address("ingest")
+        search_addr = cfg.search_addr or self._sockets.address("search")
+        harvest_addr = cfg.harvest_addr or self._sockets.address("harvest")
         # The services of one `mnemo up` share a process, hence one secret: generated unless given.
         self._auth_before = auth_state()
         secret = cfg.auth.internal_secret or (secrets.token_hex(32) if cfg.auth.enabled else "")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from mnemo_store.reads import Reader
+
 # Rows locked by a writer (a correction moving the chunk out of the indexes, a re-embedding) are
 # skipped, not waited for: they come back in a later batch.
 _GRAPH = """
@@ -26,6 +28,6 @@ async def graph(pool: asyncpg.Pool, limit: int) -> int:
     return int(status.split()[-1])
 
 
-async def waiting(pool: asyncpg.Pool) -> int:
+async def waiting(conn: Reader) -> int:
     """How many vectors wait for the graph (answered from their partial index)."""
-    return int(await pool.fetchval("SELECT count(*) FROM chunk_vectors WHERE indexed AND NOT graphed"))
+    return int(await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE indexed AND NOT graphed"))
