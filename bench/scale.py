@@ -651,6 +651,7 @@ async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: 
     signatures change, only this function changes."""
     from mnemo_search.engine import lexical_statement, semantic_query, session_settings
     from mnemo_search.query import literal_terms
+    from mnemo_store import vector_graph
 
     depth = max(LIMIT, settings.candidates)
     plans = {}
@@ -670,7 +671,9 @@ async def explain_legs(pool: Any, scope: Any, text: str, vector: Any, settings: 
             if scope.filtered and not rows[0]["exhaustive"] and len(found) < depth:
                 sql, values = lexical_statement(scope, terms, depth, None, settings)
                 plans["lexical_widened"] = await explain(conn, sql, values)
-        sql, values = semantic_query(scope, vector, depth)
+        # As the search service asks it (mnemo_search.engine): the waiting vectors' scan is left
+        # out of the statement while none wait.
+        sql, values = semantic_query(scope, vector, depth, waiting=await vector_graph.waiting(conn) > 0)
         async with conn.transaction():
             # With the settings every connection of the search service's pool carries.
             for name, value in session_settings(settings).items():
@@ -752,7 +755,8 @@ async def semantic_recall(
     run as the engine runs it (HNSW, the search service's session settings), and again ordered by
     an expression no index provides, so every vector in scope is compared (the exact answer).
     Recall@10 per query; the as-of filter on its first `as_of_texts` queries only."""
-    from mnemo_search.engine import semantic_query, session_settings
+    from mnemo_search.engine import nearest_chunks, semantic_query, session_settings
+    from mnemo_store import vector_graph
 
     scopes = await filter_scopes(pool, as_of)
     vectors = [await embedder.embed_query(text) for text in texts]
@@ -769,13 +773,15 @@ async def semantic_recall(
                     sql = _ORDER_BY_DISTANCE.sub(r"ORDER BY (\1) + 0", sql)
                 if not plan:
                     plan += [r[0] for r in await conn.fetch(f"EXPLAIN {sql}", *values, timeout=LONG_S)]
-                return nearest_memories(await conn.fetch(sql, *values, timeout=LONG_S), LIMIT)
+                return nearest_memories(nearest_chunks(await conn.fetch(sql, *values, timeout=LONG_S))[0], LIMIT)
 
+        # As the search service sends it: the waiting vectors' scan only while some wait.
+        waiting = await vector_graph.waiting(conn) > 0
         for name, scope in scopes.items():
             recalls, shortfalls, exact_scores = [], [], []
             plans: dict[bool, list[str]] = {False: [], True: []}
             for vector in vectors[: as_of_texts if name == "as_of" else None]:
-                sql, values = semantic_query(scope, vector, LIMIT)
+                sql, values = semantic_query(scope, vector, LIMIT, waiting=waiting)
                 approximate = await nearest(sql, values, False, plans[False])
                 exact = await nearest(sql, values, True, plans[True])
                 if exact:

@@ -58,6 +58,11 @@ class Postgres:
         return self.dsn(name)
 
 
+# One directory per test process for the stacks' data directories, removed when the process
+# exits: a directory per stack left behind would pile up in /tmp across runs.
+_DATA_DIRS = tempfile.TemporaryDirectory(prefix="mnemo-data-")
+
+
 def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
     env = {
         "MNEMO_DATABASE_URL": dsn,
@@ -68,7 +73,7 @@ def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
         # Never the real ~/.claude or ~/.codex of the machine running the tests: harvest tests
         # point the readers at fake agent homes and turn them on explicitly.
         "MNEMO_HARVEST_AGENTS": "",
-        "MNEMO_DATA_DIR": tempfile.mkdtemp(prefix="mnemo-data-"),
+        "MNEMO_DATA_DIR": tempfile.mkdtemp(dir=_DATA_DIRS.name),
     }
     env.update(overrides)
     return env

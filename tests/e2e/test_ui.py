@@ -19,6 +19,11 @@ from mnemo_server.stack import Stack
 from tests.e2e.ui import UiClient, csrf_of, launch_chromium
 from tests.helpers import Postgres, start_stack
 
+# Playwright's assertions retry for 5 s by default; the full suite runs chromium beside several test
+# processes on two cores, where a page's turn came later than that once. Waiting longer only delays
+# a failure: each assertion still returns as soon as it holds.
+expect.set_options(timeout=15_000)
+
 
 @dataclass
 class Site:

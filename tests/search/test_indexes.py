@@ -18,7 +18,7 @@ import pytest
 
 from mnemo_embed import HashEmbedder
 from mnemo_search import engine
-from mnemo_search.engine import SearchEngine, lexical_query, semantic_query
+from mnemo_search.engine import SearchEngine, lexical_query, nearest_chunks, semantic_query
 from mnemo_search.settings import SearchSettings
 from mnemo_server.stack import Stack
 from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, reads
@@ -80,7 +80,9 @@ async def test_every_read_can_use_the_indexes_and_history_reads_scan_only_what_t
                     assert "chunk_vectors_unindexed" in semantic_plan, (name, semantic_plan)
                 # Every mode answers, index or not.
                 assert len(await conn.fetch(lexical[0], *lexical[1])) == 40, name
-                assert len(await conn.fetch(semantic[0], *semantic[1])) == engine.semantic_rows(10), name
+                assert len(nearest_chunks(await conn.fetch(semantic[0], *semantic[1]))[0]) == engine.semantic_rows(
+                    10
+                ), name
     finally:
         await pool.close()
 
@@ -113,7 +115,7 @@ async def test_as_of_the_semantic_leg_checks_each_vector_s_memory_by_its_own_loo
                 await conn.execute("SET LOCAL hnsw.ef_search = 400")
                 await conn.execute("SET LOCAL enable_seqscan = off")
                 plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *values))
-                return await conn.fetch(sql, *values), list(_nodes(plan))
+                return nearest_chunks(await conn.fetch(sql, *values))[0], list(_nodes(plan))
 
         reach = Reach((GLOBAL_WORKSPACE,))
         found, nodes = await run(Scope(reach=reach, as_of=then))
@@ -178,7 +180,7 @@ async def test_a_small_tag_s_vectors_are_all_compared_and_a_large_one_walks_the_
                         ran[way] += node["Plans"][0]["Actual Loops"]
                         if way == "index" and node["Plans"][0]["Actual Loops"]:
                             ran["walked"] = "chunk_vectors_embedding" in json.dumps(node)
-                return await conn.fetch(sql, *values), ran
+                return nearest_chunks(await conn.fetch(sql, *values))[0], ran
 
         found, ran = await run()
         assert {r["memory_id"] for r in found} == tagged
@@ -245,7 +247,7 @@ async def test_a_kind_filter_drops_other_kinds_on_the_vector_scan_and_looks_up_o
                         counted["vectors"] += node["Actual Rows"] * node["Actual Loops"]
                     elif node.get("Relation Name") == "memories":
                         counted["lookups"] += node["Actual Loops"]
-                return await conn.fetch(sql, *values), counted
+                return nearest_chunks(await conn.fetch(sql, *values))[0], counted
 
         everything = Scope(reach=Reach((GLOBAL_WORKSPACE,)))
         found, counted = await run(replace(everything, kinds=["decision"]))
@@ -281,7 +283,7 @@ async def test_a_small_tag_s_nearest_vectors_come_back_whichever_join_the_planne
         sql, values = semantic_query(Scope(reach=Reach((GLOBAL_WORKSPACE,)), tags=["rare"]), query_vector, 10)
         async with pool.acquire() as conn, conn.transaction():
             await conn.execute("SET LOCAL enable_nestloop = off")
-            found = await conn.fetch(sql, *values)
+            found, _ = nearest_chunks(await conn.fetch(sql, *values))
         # Compared by similarity, not id: notes the same distance away may come in either order.
         best = sorted(similarity.values(), reverse=True)[: engine.semantic_rows(10)]
         assert len(found) == engine.semantic_rows(10) < len(texts)
@@ -422,7 +424,7 @@ async def test_a_semantic_leg_whose_nearest_chunks_hold_too_few_notes_reads_furt
     search_pool = hash_stack.search.pool
     assert search_pool is not None
     sql, values = semantic_query(scope, vector, depth)
-    rows = await search_pool.fetch(sql, *values)
+    rows, _ = nearest_chunks(await search_pool.fetch(sql, *values))
     assert len(rows) == engine.semantic_rows(depth)
     first = {r["memory_id"] for r in rows}
     assert len(first) < 12, first

@@ -1,6 +1,7 @@
 """What one search costs PostgreSQL, counted on the wire: three statements for a hybrid search, no
-transaction, no workspace lookup once resolved; and the HNSW settings the semantic leg relies on
-really hold on the search pool's connections."""
+transaction, no workspace lookup once resolved; the scan of the vectors waiting for the graph only
+while some wait; and the HNSW settings the semantic leg relies on really hold on the search pool's
+connections."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from mnemo_embed.settings import EmbeddingSettings
 from mnemo_platform import load_all
 from mnemo_platform.settings import SettingsError
 from mnemo_search.app import SearchApp
-from mnemo_search.engine import semantic_query
+from mnemo_search.engine import nearest_chunks, semantic_query
 from mnemo_search.settings import SearchSettings
+from mnemo_server.stack import Stack
 from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope
 from mnemo_store.settings import DatabaseSettings
 from tests.helpers import Clients, Postgres, eventually, ids, start_stack
@@ -42,16 +44,23 @@ class Tapped:
     mine: str
     crowded: str
     dsn: str
+    stack: Stack
 
     async def find(self, mode: str, query: str = QUERY, workspace: str | None = None) -> pb.SearchResponse:
         request = pb.SearchRequest(workspace=workspace or self.mine, query=query, mode=MODES[mode])
         return await self.search.Search(request)
 
-    async def trips_of(self, mode: str, query: str = QUERY, workspace: str | None = None) -> list[RoundTrip]:
+    async def searched(
+        self, mode: str, query: str = QUERY, workspace: str | None = None
+    ) -> tuple[pb.SearchResponse, list[RoundTrip]]:
+        """A search's answer and the round trips it took."""
         self.tap.take()
         response = await self.find(mode, query, workspace)
         assert response.hits and not response.degraded, response
-        return self.tap.take()
+        return response, self.tap.take()
+
+    async def trips_of(self, mode: str, query: str = QUERY, workspace: str | None = None) -> list[RoundTrip]:
+        return (await self.searched(mode, query, workspace))[1]
 
 
 def _statements(trips: list[RoundTrip]) -> list[str]:
@@ -93,7 +102,7 @@ async def tapped(postgres: Postgres) -> AsyncIterator[Tapped]:
         await app.start()
         await app.after_start()
         channel = grpc.aio.insecure_channel(app.target)
-        yield Tapped(tap, app, pb_grpc.SearchServiceStub(channel), mine.id, crowded.id, dsn)
+        yield Tapped(tap, app, pb_grpc.SearchServiceStub(channel), mine.id, crowded.id, dsn, stack)
     finally:
         if channel is not None:
             await channel.close()
@@ -134,6 +143,55 @@ async def test_a_single_leg_search_is_two_statements(tapped: Tapped) -> None:
         assert marker in statements[0] and "ts_headline" in statements[1], (mode, statements)
 
 
+async def test_the_waiting_vectors_are_scanned_only_while_some_wait(tapped: Tapped) -> None:
+    async def scans() -> list[bool]:
+        """Each semantic statement of a semantic search in the caller's workspace: whether it
+        scanned the waiting vectors; and the search found every note of the workspace."""
+        response, trips = await tapped.searched("semantic", workspace=tapped.mine)
+        assert len(ids(response)) == FEW
+        return [WAITING_SCAN in s for s in _statements(trips) if "<=>" in s]
+
+    await scans()  # whatever an earlier test left: the statement has said whether any wait
+    # None waits (the fixture waited for the graph): the statement reads the graph alone.
+    assert await scans() == [False]
+    conn = await asyncpg.connect(tapped.dsn)
+    try:
+        await register_vector(conn)
+        await tapped.stack.ingest.grapher.stop()  # the vector below waits until it starts again
+        try:
+            # One of the workspace's vectors waits, as the worker stores it: the graph alone misses
+            # it (the control, the statement run by hand without the scan, which says some wait)...
+            await conn.execute(
+                "UPDATE chunk_vectors SET graphed = false WHERE chunk_id = "
+                "(SELECT chunk_id FROM chunk_vectors WHERE workspace_id = $1 LIMIT 1)",
+                tapped.mine,
+            )
+            vector = (await tapped.app.embedder.embed([QUERY]))[0]
+            scope = Scope(reach=Reach((tapped.mine, GLOBAL_WORKSPACE)))
+            sql, values = semantic_query(scope, vector, 10, waiting=False)
+            alone, waiting = nearest_chunks(await conn.fetch(sql, *values))
+            assert len(alone) == FEW - 1 and waiting
+            # ...so the search that finds one waiting sends its statement again with the scan,
+            # and finds every note; the next one scans at once.
+            assert await scans() == [False, True]
+            assert await scans() == [True]
+        finally:
+            await tapped.stack.ingest.grapher.start()
+        await eventually(lambda: _none_waiting(conn))
+        # In the graph again: the statement that finds none waiting is the last to scan.
+        assert await scans() == [True]
+        assert await scans() == [False]
+    finally:
+        await conn.close()
+
+
+WAITING_SCAN = "NOT v.graphed"
+
+
+async def _none_waiting(conn: asyncpg.Connection) -> bool:
+    return await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE NOT graphed") == 0
+
+
 async def test_the_tap_sees_a_transaction_and_the_settings_it_would_set(tapped: Tapped) -> None:
     """Positive control: the shape the semantic leg had (BEGIN, SET LOCAL x2, SELECT, COMMIT) is
     five round trips on this tap; the search above shows none of them."""
@@ -161,7 +219,7 @@ async def test_the_search_pool_scans_hnsw_iteratively_with_its_ef_search(tapped:
             await conn.execute("SET LOCAL enable_sort = off")
             plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {sql}", *values))
             assert "chunk_vectors_embedding" in plan, plan
-            return await conn.fetch(sql, *values)
+            return nearest_chunks(await conn.fetch(sql, *values))[0]
 
     async with tapped.app.pool.acquire() as conn:
         # Every note of the workspace, though hundreds of nearer vectors of another come first...

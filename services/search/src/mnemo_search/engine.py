@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 
 import asyncpg
@@ -447,12 +447,16 @@ def semantic_rows(limit: int) -> int:
     return limit + (limit + 2) // 3  # a third more, rounded up
 
 
-def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = None) -> tuple[str, list[object]]:
+def semantic_query(
+    scope: Scope, vector: object, limit: int, rows: int | None = None, waiting: bool = True
+) -> tuple[str, list[object]]:
     """The semantic leg's statement and its values: the `rows` chunks (semantic_rows(limit) unless
     given) whose vectors are nearest `vector`.
 
     A default read reads only indexed vectors (the scope says so), which the partial HNSW index
-    holds once the grapher has let them in; the few that wait for it are compared exactly.
+    holds once the grapher has let them in; the few that wait for it are compared exactly, a part
+    of the statement left out when `waiting` is false. Either way the statement says, in its own
+    snapshot, whether any vector waits (nearest_chunks): left out wrongly, it is read again.
     History and as-of reads read the indexed vectors that way too, and scan only the vectors the
     index leaves out (older versions, hidden statuses), nearest first of each.
     Under a tag filter whose indexed vectors are at most SEMANTIC_EXACT_MAX, each of those is
@@ -476,8 +480,8 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
         joined, vector_where = f"JOIN {scoped.source} ON m.id = v.memory_id", scoped.where
         # The vectors waiting for the graph are read the way as-of reads read theirs (below): a
         # join planned beside the graph's cost every search about 0.2-0.8 ms more at 100k notes,
-        # with none waiting.
-        waiting_joined, waiting_where = checked()
+        # with none waiting. Bound only when read: a value the statement does not use has no type.
+        waiting_joined, waiting_where = checked() if waiting else ("", "")
     else:
         # As of a time a memory is three relations (the memory, its version then, its status
         # span then), and planning their join with the vectors cost 1.7 ms of a 4.7 ms statement
@@ -541,7 +545,9 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
     # (sql/0024_vector_graph.sql) each compared, through their own partial index: none most of the
     # time, up to MNEMO_VECTOR_GRAPH_BACKLOG while the model embeds an import.
     indexed = "" if scope.indexed_only else " AND v.indexed"
-    parts = [nearest(f"{indexed} AND v.graphed{gate}"), nearest(f"{indexed} AND NOT v.graphed{gate}", waiting=True)]
+    parts = [nearest(f"{indexed} AND v.graphed{gate}")]
+    if waiting:
+        parts.append(nearest(f"{indexed} AND NOT v.graphed{gate}", waiting=True))
     if not scope.indexed_only:
         parts.append(nearest(" AND NOT v.indexed"))
     body = f"""
@@ -551,8 +557,18 @@ def semantic_query(scope: Scope, vector: object, limit: int, rows: int | None = 
     if exact:
         # The tag's indexed vectors, or the graph; the vectors the indexes leave out either way.
         body = f"SELECT * FROM (({exact}) UNION ALL ({body})) x ORDER BY distance LIMIT {bound}"
-    sql = f"{head}\nSELECT y.memory_id, y.chunk_id, 1 - y.distance AS score FROM ({body}) y"
+    # One more row, after the chunks: whether any vector waits for the graph, from their partial
+    # index (an empty one, most of the time).
+    sql = f"""{head}
+        SELECT y.memory_id, y.chunk_id, 1 - y.distance AS score, NULL::boolean AS waiting FROM ({body}) y
+        UNION ALL
+        SELECT NULL, NULL, NULL, EXISTS (SELECT 1 FROM chunk_vectors WHERE indexed AND NOT graphed)"""
     return sql, params.values
+
+
+def nearest_chunks(rows: Sequence[asyncpg.Record]) -> tuple[list[asyncpg.Record], bool]:
+    """The semantic statement's chunk rows, and whether any vector waited for the graph."""
+    return [row for row in rows if row["memory_id"] is not None], bool(rows[-1]["waiting"])
 
 
 @dataclass(frozen=True)
@@ -637,6 +653,9 @@ class SearchEngine:
         self.embedder = embedder
         self.settings = settings
         self.trust = trust
+        # Whether the last semantic statement found vectors waiting for the graph: the next one
+        # scans them only then (_nearest). True until a statement has said.
+        self.graph_waiting = True
 
     # -- legs -------------------------------------------------------------------------------
 
@@ -673,8 +692,7 @@ class SearchEngine:
             # One statement (two when it widens), no transaction: the pool's connections carry the
             # HNSW settings (session_settings).
             asked = semantic_rows(limit)
-            sql, values = semantic_query(scope, vector, limit, asked)
-            rows = await self.pool.fetch(sql, *values)
+            rows = await self._nearest(scope, vector, limit, asked)
             hits = _best_per_memory(rows, limit)
             if len(hits) < needed and len(rows) == asked:
                 # The nearest chunks came from too few memories to fill the results: read further
@@ -684,9 +702,25 @@ class SearchEngine:
                 # (p50 through MCP: semantic 27.3 -> 24.2 ms, hybrid 30.7 -> 27.2 ms; nDCG@10 the
                 # same, 2 of 400 hybrid rankings changed).
                 with tracer.start_as_current_span("mnemo.search.semantic_widened"):
-                    sql, values = semantic_query(scope, vector, limit, limit * SEMANTIC_WIDE_ROWS)
-                    hits = _best_per_memory(await self.pool.fetch(sql, *values), limit)
+                    hits = _best_per_memory(
+                        await self._nearest(scope, vector, limit, limit * SEMANTIC_WIDE_ROWS), limit
+                    )
             return LegResult(hits)
+
+    async def _nearest(self, scope: Scope, vector: object, limit: int, rows: int) -> list[asyncpg.Record]:
+        """The semantic statement's chunks. Its scan of the vectors waiting for the graph is
+        planned at every call, even when none wait (0.1-0.2 ms of PostgreSQL's planning at 100k
+        notes, bench/README.md), so it is left out while the last statement found none waiting;
+        when this one finds some, it may have missed them, and is sent again with the scan. Told
+        by the statement's own snapshot, not by a notification that may arrive after a search
+        that should read a vector just stored."""
+        scanned = self.graph_waiting
+        sql, values = semantic_query(scope, vector, limit, rows, scanned)
+        chunks, self.graph_waiting = nearest_chunks(await self.pool.fetch(sql, *values))
+        if self.graph_waiting and not scanned:
+            sql, values = semantic_query(scope, vector, limit, rows, True)
+            chunks, self.graph_waiting = nearest_chunks(await self.pool.fetch(sql, *values))
+        return chunks
 
     # -- the search ---------------------------------------------------------------------------
 
