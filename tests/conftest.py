@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ def postgres() -> Iterator[Postgres]:
         yield Postgres(server.get_uri())
     finally:
         server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -58,9 +58,15 @@ class Postgres:
         return self.dsn(name)
 
 
-# One directory per test process for the stacks' data directories, removed when the process
-# exits: a directory per stack left behind would pile up in /tmp across runs.
-_DATA_DIRS = tempfile.TemporaryDirectory(prefix="mnemo-data-")
+# One directory per test process for what tests leave on disk (stacks' data directories, the
+# drills' PostgreSQL data directories, keys), removed when the process exits: left behind, they
+# piled up in /tmp across runs (1,066 of them after a day).
+_SCRATCH = tempfile.TemporaryDirectory(prefix="mnemo-tests-", ignore_cleanup_errors=True)
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new directory, removed with the rest when this test process exits."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_SCRATCH.name))
 
 
 def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
@@ -73,7 +79,7 @@ def stack_env(dsn: str, **overrides: str) -> dict[str, str]:
         # Never the real ~/.claude or ~/.codex of the machine running the tests: harvest tests
         # point the readers at fake agent homes and turn them on explicitly.
         "MNEMO_HARVEST_AGENTS": "",
-        "MNEMO_DATA_DIR": tempfile.mkdtemp(dir=_DATA_DIRS.name),
+        "MNEMO_DATA_DIR": str(scratch_dir("data-")),
     }
     env.update(overrides)
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import struct
 import tempfile
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class WireTap:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def take(self) -> list[RoundTrip]:
         """The round trips recorded since the last take, which starts a new count."""

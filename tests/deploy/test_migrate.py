@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 
 import asyncpg
 
@@ -12,7 +11,7 @@ from mnemo_store import admin_token_exists, authenticate, load_migrations
 from mnemo_store.embedding_space import read_embedding_space
 from mnemo_store.migrations import pending_migrations
 from tests.e2e.test_processes import MNEMO, clean_env
-from tests.helpers import Postgres
+from tests.helpers import Postgres, scratch_dir
 
 
 async def run_migrate(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -24,7 +23,7 @@ async def run_migrate(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 
 def migrate_env(dsn: str, **overrides: str) -> dict[str, str]:
-    key_dir = tempfile.mkdtemp(prefix="mnemo-key-")
+    key_dir = scratch_dir("key-")
     return clean_env(
         MNEMO_DATABASE_URL=dsn, MNEMO_AUDIT_KEY_FILE=f"{key_dir}/audit.key", MNEMO_LOG_FORMAT="json", **overrides
     )

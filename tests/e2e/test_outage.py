@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
-from pathlib import Path
 
 import asyncpg
 import httpx
 
 from mnemo_embed import HashEmbedder
-from tests.helpers import eventually, start_stack
+from tests.helpers import eventually, scratch_dir, start_stack
 
 
 async def test_database_outage_is_unavailable_and_recovers() -> None:
     from mnemo_store.embedded import open_server
 
-    pgdata = Path(tempfile.mkdtemp(prefix="mnemo-out-")) / "pg"
+    pgdata = scratch_dir("out-") / "pg"
     server = await asyncio.to_thread(open_server, pgdata, "stop")
     stack = await start_stack(server.get_uri(), HashEmbedder(64))
     try:

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from mnemo.harvest.v1 import harvest_service_pb2_grpc as hgrpc
 from mnemo.ingest.v1 import ingest_service_pb2 as ipb
 from mnemo_embed import HashEmbedder
 from tests.harvest.agents import conversation
-from tests.helpers import Clients, Postgres, migrate, start_stack, tool_json
+from tests.helpers import Clients, Postgres, migrate, scratch_dir, start_stack, tool_json
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 GRACE_S = 2.0
@@ -358,7 +357,7 @@ async def wait_exit(process: asyncio.subprocess.Process, timeout: float) -> bool
 
 
 async def test_up_answers_mcp_before_the_model_loads_and_stops_everything_on_sigterm() -> None:
-    data_dir = Path(tempfile.mkdtemp(prefix="mnemo-"))
+    data_dir = scratch_dir("up-")
     pgdata = data_dir / "pg"
     # The default embedder (the real model) with an empty graph cache: the first start of a fresh
     # install, which builds the graph while it already answers. (The build now usually ends before

@@ -4,22 +4,20 @@ PostgreSQL outage (503s) within its budget; a repeat with the same key answers t
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import uuid
-from pathlib import Path
 
 import asyncpg
 import httpx
 
 from mnemo_embed import HashEmbedder
 from mnemo_server.stack import Stack
-from tests.helpers import mnemo, start_stack
+from tests.helpers import mnemo, scratch_dir, start_stack
 
 
 async def test_a_cli_write_during_a_database_outage_lands_once_when_it_returns() -> None:
     from mnemo_store.embedded import open_server
 
-    pgdata = Path(tempfile.mkdtemp(prefix="mnemo-retry-")) / "pg"
+    pgdata = scratch_dir("retry-") / "pg"
     server = await asyncio.to_thread(open_server, pgdata, "stop")
     stack = await start_stack(server.get_uri(), HashEmbedder(64))
     try:

@@ -32,7 +32,7 @@ from mnemo_embed import HashEmbedder
 from mnemo_ingest.app import SERVICE_NAME as INGEST_SERVICE
 from mnemo_search.app import SERVICE_NAME as SEARCH_SERVICE
 from mnemo_store import embedded
-from tests.helpers import Clients, Postgres, eventually, health_is, readiness, start_stack
+from tests.helpers import Clients, Postgres, eventually, health_is, readiness, scratch_dir, start_stack
 
 WRITERS, WRITES_EACH = 8, 40
 CALL_DEADLINE_S = 5.0
@@ -98,7 +98,7 @@ async def pg_ctl(server: object, *args: str) -> None:
 async def test_postgres_killed_under_load_loses_nothing_and_never_answers_internal() -> None:
     from mnemo_store.embedded import open_server
 
-    pgdata = Path(tempfile.mkdtemp(prefix="mnemo-pgfault-")) / "pg"
+    pgdata = scratch_dir("pgfault-") / "pg"
     server = await asyncio.to_thread(open_server, pgdata, "stop")
     dsn = server.get_uri()
     stack = await start_stack(dsn, HashEmbedder(64))
@@ -341,7 +341,7 @@ async def test_a_hung_postgres_under_load_answers_no_internal_and_recovers() -> 
     nothing acknowledged is lost and nothing is stored twice."""
     from mnemo_store.embedded import open_server
 
-    pgdata = Path(tempfile.mkdtemp(prefix="mnemo-pghang-")) / "pg"
+    pgdata = scratch_dir("pghang-") / "pg"
     server = await asyncio.to_thread(open_server, pgdata, "stop")
     dsn = server.get_uri()
     stack = await start_stack(dsn, HashEmbedder(64))
