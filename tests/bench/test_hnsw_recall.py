@@ -35,12 +35,15 @@ def test_recall_is_measured_for_every_scheme_index_and_ef_search(tmp_path: Path)
         assert r["build_s"] >= 0 and r["index_bytes"] > 0 and 0 < r["exact_cosine_mean"] <= 1
         wide = r["ef_search"]["100"]
         if r["index"].startswith("m = 16"):
-            # ef_search 100 on a dense graph of at most 900 vectors finds (nearly) the exact ten.
+            # ef_search 100 on a dense graph of at most 900 vectors finds (nearly) the exact ten,
+            # and always ten. The sparse graph (m 4) may not: pgvector draws each vector's levels
+            # at random, unseeded, and a scan of a graph that came out in pieces returned nine once.
             assert wide["mean"] >= 0.9 and wide["cosine_shortfall_mean"] < 0.01
+            assert wide["short_lists"] == 0
         for got in r["ef_search"].values():
             assert 0 <= got["lowest"] <= got["mean"] <= 1 and got["all_found"] <= 6 == got["queries"]
             assert 0 <= got["cosine_shortfall_mean"] <= got["cosine_shortfall_most"]
-        assert wide["short_lists"] == 0
+        assert 0 <= wide["short_lists"] <= wide["queries"]
         # The control: ef_search 1 returns one row, a tenth of the list at most.
         assert r["ef_search"]["1"]["mean"] <= 0.1 and r["ef_search"]["1"]["short_lists"] == 6
     assert "recall@10" in done.stdout
