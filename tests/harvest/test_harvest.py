@@ -207,18 +207,21 @@ async def test_mnemos_own_sessions_are_not_captured(harvest: Harvest, tmp_path: 
     prompt = (
         ClaudeSession(harvest.projects, "/work/elsewhere").user("[mnemo-internal] summarise").assistant("ok").write()
     )
-    scratch = tempfile.mkdtemp(prefix="mnemo-")  # how Mnemo's tests and benchmarks make their dirs
-    await register(harvest, scratch)
-    temp = conversation(harvest.projects, f"{scratch}/sub", "gadwall").write()
-    outcomes = {p.session_id: (p.outcome, p.detail) for p in await harvest.run() if not p.done}
-    assert outcomes[own.session_id] == ("skipped", "self-capture")
-    assert outcomes[prompt.session_id] == ("skipped", "self-capture")
-    assert outcomes[temp.session_id] == ("skipped", "self-capture")
-    # Positive control: an ordinary temp directory of the same machine is harvested.
-    ordinary = tempfile.mkdtemp(prefix="project-")
-    await register(harvest, ordinary)
-    kept = conversation(harvest.projects, ordinary, "teal").write()
-    assert (await harvest.outcome(kept.session_id)).outcome == "harvested"
+    # How Mnemo's tests and benchmarks make their directories; and, the positive control, an
+    # ordinary temp directory of the same machine.
+    with (
+        tempfile.TemporaryDirectory(prefix="mnemo-") as scratch,
+        tempfile.TemporaryDirectory(prefix="project-") as ordinary,
+    ):
+        await register(harvest, scratch)
+        temp = conversation(harvest.projects, f"{scratch}/sub", "gadwall").write()
+        outcomes = {p.session_id: (p.outcome, p.detail) for p in await harvest.run() if not p.done}
+        assert outcomes[own.session_id] == ("skipped", "self-capture")
+        assert outcomes[prompt.session_id] == ("skipped", "self-capture")
+        assert outcomes[temp.session_id] == ("skipped", "self-capture")
+        await register(harvest, ordinary)
+        kept = conversation(harvest.projects, ordinary, "teal").write()
+        assert (await harvest.outcome(kept.session_id)).outcome == "harvested"
 
 
 PLANTED = {
