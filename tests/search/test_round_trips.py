@@ -24,7 +24,7 @@ from mnemo_search.app import SearchApp
 from mnemo_search.engine import nearest_chunks, semantic_query
 from mnemo_search.settings import SearchSettings
 from mnemo_server.stack import Stack
-from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope
+from mnemo_store import GLOBAL_WORKSPACE, Reach, Scope, vector_graph
 from mnemo_store.settings import DatabaseSettings
 from tests.helpers import Clients, Postgres, eventually, ids, start_stack
 from tests.pgwire import RoundTrip, WireTap
@@ -61,6 +61,10 @@ class Tapped:
 
     async def trips_of(self, mode: str, query: str = QUERY, workspace: str | None = None) -> list[RoundTrip]:
         return (await self.searched(mode, query, workspace))[1]
+
+
+# What the semantic statement holds when it scans the vectors waiting for the graph.
+WAITING_SCAN = "NOT v.graphed"
 
 
 def _statements(trips: list[RoundTrip]) -> list[str]:
@@ -177,19 +181,16 @@ async def test_the_waiting_vectors_are_scanned_only_while_some_wait(tapped: Tapp
             assert await scans() == [True]
         finally:
             await tapped.stack.ingest.grapher.start()
-        await eventually(lambda: _none_waiting(conn))
+
+        async def none_waiting() -> bool:
+            return await vector_graph.waiting(conn) == 0
+
+        await eventually(none_waiting)
         # In the graph again: the statement that finds none waiting is the last to scan.
         assert await scans() == [True]
         assert await scans() == [False]
     finally:
         await conn.close()
-
-
-WAITING_SCAN = "NOT v.graphed"
-
-
-async def _none_waiting(conn: asyncpg.Connection) -> bool:
-    return await conn.fetchval("SELECT count(*) FROM chunk_vectors WHERE NOT graphed") == 0
 
 
 async def test_the_tap_sees_a_transaction_and_the_settings_it_would_set(tapped: Tapped) -> None:
